@@ -1,0 +1,191 @@
+"""The runtime contract: what every sandbox backend offers.
+
+A `Runtime` turns a `SandboxSpec` into a running `Sandbox`; a sandbox runs
+commands (`exec`) and moves files in and out (`put_files`, `get_files`).
+Backends differ in how they isolate, never in this interface.
+"""
+
+from __future__ import annotations
+
+import abc
+import io
+import tarfile
+import time
+from dataclasses import dataclass, field
+from typing import Literal, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Isolation = Literal["namespaces", "runc", "runsc", "kata"]
+Network = Literal["none", "loopback"]
+
+WORKDIR = "/workspace"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (infrastructure), not the code inside it."""
+
+
+class RuntimeUnavailable(SandboxError):
+    """A backend cannot run on this machine; the message says how to fix it."""
+
+
+class Mount(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="Host path.")
+    target: str = Field(description="Absolute path inside the sandbox.")
+    read_only: bool = True
+
+    @field_validator("target")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f"mount target must be an absolute path, got {v!r}")
+        return v
+
+
+class SandboxSpec(BaseModel):
+    """What a sandbox is made of and what it may use."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = Field("host", description="Root filesystem: 'host' (read-only system dirs) or an image name.")
+    isolation: Isolation | None = Field(None, description="None: the backend's default.")
+    cpu_seconds: int = Field(60, gt=0, description="RLIMIT_CPU of each command.")
+    cpus: float = Field(1.0, gt=0, description="CPU share (backends with cgroups).")
+    memory_mb: int = Field(1024, gt=0, description="Address space (local) or memory limit (containers).")
+    pids: int = Field(256, gt=0, description="Processes the sandbox may hold.")
+    disk_mb: int = Field(256, gt=0, description="Size of the writable workspace and /tmp.")
+    file_size_mb: int = Field(64, gt=0, description="Largest file a command may write.")
+    open_files: int = Field(256, gt=0)
+    wall_timeout_s: float = Field(3600, gt=0, description="Lifetime of the sandbox.")
+    network: Network = "none"
+    mounts: tuple[Mount, ...] = ()
+    env: Mapping[str, str] = Field(default_factory=dict)
+    workdir: str = WORKDIR
+    labels: Mapping[str, str] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    duration_s: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    def text(self, stream: Literal["stdout", "stderr"] = "stdout") -> str:
+        return getattr(self, stream).decode("utf-8", "replace")
+
+
+@dataclass
+class SandboxInfo:
+    """What a record needs to know about where something ran."""
+
+    backend: str
+    isolation: str
+    id: str
+    create_s: float
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class Sandbox(abc.ABC):
+    info: SandboxInfo
+
+    @abc.abstractmethod
+    def exec(
+        self,
+        cmd: Sequence[str] | str,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        max_output: int = 1 << 20,
+    ) -> ExecResult:
+        """Run a command; a string runs through `/bin/sh -c`."""
+
+    def run_python(
+        self,
+        script: str,
+        args: Sequence[str] = (),
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        max_output: int = 1 << 20,
+    ) -> ExecResult:
+        """Run a Python script inside the sandbox. Backends with a warm
+        interpreter fork it instead of starting a new one; either way the
+        script starts before it can see `stdin`."""
+        return self.exec(["python3", "-I", "-S", script, *args], timeout, stdin, env, cwd, max_output)
+
+    @abc.abstractmethod
+    def put_archive(self, tar_bytes: bytes, dest: str = WORKDIR) -> None:
+        """Unpack a tar stream (regular files and dirs only) under `dest`."""
+
+    @abc.abstractmethod
+    def get_archive(self, paths: Sequence[str]) -> bytes:
+        """A tar stream of the given paths (files or dirs)."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Destroy the sandbox and everything running in it. Idempotent."""
+
+    @property
+    @abc.abstractmethod
+    def alive(self) -> bool: ...
+
+    # Conveniences over the tar stream.
+    def put_files(self, files: Mapping[str, bytes | str], dest: str = WORKDIR) -> None:
+        self.put_archive(make_tar(files), dest)
+
+    def get_files(self, paths: Sequence[str]) -> dict[str, bytes]:
+        return read_tar(self.get_archive(paths))
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Runtime(abc.ABC):
+    name: str
+
+    @abc.abstractmethod
+    def create(self, spec: SandboxSpec | None = None) -> Sandbox: ...
+
+    def close(self) -> None:
+        """Release what the runtime holds (pools, temp dirs)."""
+
+
+def make_tar(files: Mapping[str, bytes | str]) -> bytes:
+    buf = io.BytesIO()
+    now = time.time()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            raw = data.encode() if isinstance(data, str) else data
+            info = tarfile.TarInfo(name.lstrip("/"))
+            info.size = len(raw)
+            info.mode = 0o644
+            info.mtime = int(now)
+            tar.addfile(info, io.BytesIO(raw))
+    return buf.getvalue()
+
+
+def read_tar(tar_bytes: bytes) -> dict[str, bytes]:
+    """Regular files of an untrusted tar stream, read in memory, never extracted."""
+    out: dict[str, bytes] = {}
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes), mode="r:") as tar:
+        for member in tar:
+            if member.isfile():
+                f = tar.extractfile(member)
+                out[member.name] = f.read() if f else b""
+    return out

@@ -1,0 +1,422 @@
+"""The `local` backend: Linux namespaces through bubblewrap, no daemon.
+
+Each sandbox is one bubblewrap process tree: new user, pid, net, ipc, uts
+and mount namespaces; the host's system folders (/usr and a few /etc files)
+read-only and nothing else of the host; tmpfs for the workspace and /tmp;
+only `lo` for a network; rlimits from the spec; the in-sandbox agent as
+the one long-lived process. Run as root, the sandbox runs as an
+unprivileged host user (nobody by default), so even a namespace escape
+lands without privileges.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from .agent_client import AgentChannel, exec_request
+from .base import (
+    WORKDIR,
+    ExecResult,
+    Runtime,
+    RuntimeUnavailable,
+    Sandbox,
+    SandboxError,
+    SandboxInfo,
+    SandboxSpec,
+)
+from .staging import stage_dir, stage_files, staging_root
+
+AGENT_DIR = "/opt/sandgym/agent"
+SANDBOX_PYTHON = "/usr/bin/python3"
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+# Host /etc entries that carry no secrets and that programs need.
+ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
+               "python3", "python3.11", "mime.types")
+READY_TIMEOUT_S = 30.0
+# Where the zygote sees the host's staging folder; forked sandboxes bind
+# from it and then hide it.
+STAGE_IN_ZYGOTE = "/run/sandgym-stage"
+# Modules every forked sandbox finds already imported.
+ZYGOTE_PRELOAD = ["ctypes", "io", "runpy", "socket", "tarfile", "threading", "traceback", "nest"]
+
+
+def _kill_tree(pid: int) -> None:
+    """SIGKILL a process and all its descendants, top first.
+
+    Killing the init of a PID namespace takes every process in it along.
+    """
+    seen: list[int] = []
+    frontier = [pid]
+    while frontier:
+        p = frontier.pop()
+        seen.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    frontier.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    for p in seen:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class _Spawner:
+    """Starts every sandbox from one long-lived thread.
+
+    bubblewrap's --die-with-parent follows the *thread* that forked it;
+    spawning from a worker thread that later exits would kill a live
+    sandbox. This thread lives as long as the process.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=self._run, name="sandgym-spawner", daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            args, kwargs, box = self._jobs.get()
+            try:
+                box.append(subprocess.Popen(*args, **kwargs))
+            except BaseException as e:  # handed back to the caller
+                box.append(e)
+            box_event = box[0]
+            box_event.set()
+
+    def popen(self, *args, **kwargs) -> subprocess.Popen:
+        done = threading.Event()
+        box: list = [done]
+        self._jobs.put((args, kwargs, box))
+        done.wait()
+        if isinstance(box[1], BaseException):
+            raise box[1]
+        return box[1]
+
+
+_spawner: _Spawner | None = None
+_spawner_lock = threading.Lock()
+
+
+def _popen(*args, **kwargs) -> subprocess.Popen:
+    global _spawner
+    with _spawner_lock:
+        if _spawner is None:
+            _spawner = _Spawner()
+    return _spawner.popen(*args, **kwargs)
+
+
+class LocalSandbox(Sandbox):
+    """One sandbox, reached through its agent's channel.
+
+    `closer` ends whatever holds the sandbox (a bubblewrap process, or a
+    zygote child) once the agent no longer answers.
+    """
+
+    def __init__(self, channel: AgentChannel, spec: SandboxSpec, info: SandboxInfo,
+                 closer: Callable[[bool], None], diagnose: Callable[[], str]):
+        self._channel = channel
+        self._spec = spec
+        self.info = info
+        self._closer = closer
+        self._diagnose = diagnose
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and not self._channel.broken
+
+    def _check(self) -> None:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.info.id} is closed")
+
+    def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork) -> ExecResult:
+        self._check()
+        try:
+            return exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork)
+        except SandboxError as e:
+            if self._channel.broken:
+                detail = self._diagnose()
+                self.close()
+                raise SandboxError(f"{e}{': ' + detail if detail else ''}") from e
+            raise
+
+    def exec(
+        self,
+        cmd: Sequence[str] | str,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        max_output: int = 1 << 20,
+    ) -> ExecResult:
+        return self._exec(cmd, timeout, stdin, env, cwd, max_output, False)
+
+    def run_python(self, script, args=(), timeout=None, stdin=None, env=None, cwd=None,
+                   max_output=1 << 20) -> ExecResult:
+        return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True)
+
+    def put_archive(self, tar_bytes: bytes, dest: str | None = None) -> None:
+        self._check()
+        self._channel.request({"op": "put", "dest": dest or self._spec.workdir}, tar_bytes)
+
+    def get_archive(self, paths: Sequence[str]) -> bytes:
+        self._check()
+        return self._channel.request({"op": "get", "paths": list(paths)})[1]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        clean = False
+        if not self._channel.broken:
+            try:
+                self._channel.request({"op": "shutdown"}, timeout=2.0)
+                clean = True
+            except SandboxError:
+                pass
+        self._closer(clean)
+
+
+class _BwrapProcess:
+    """A bubblewrap process tree running the agent on a socket."""
+
+    def __init__(self, argv: list[str], describe: str):
+        host_sock, child_sock = socket.socketpair()
+        self.stderr = tempfile.TemporaryFile()
+        try:
+            self.proc = _popen(argv, stdin=child_sock, stdout=child_sock, stderr=self.stderr,
+                               close_fds=True)
+        finally:
+            child_sock.close()
+        self.sock = host_sock
+        self.channel = AgentChannel(host_sock.fileno(), host_sock.fileno(), describe, sock=host_sock)
+
+    def stderr_text(self) -> str:
+        try:
+            self.stderr.seek(0)
+            return self.stderr.read().decode("utf-8", "replace").strip()[-2000:]
+        except (OSError, ValueError):
+            return ""
+
+    def wait_ready(self, describe: str) -> None:
+        try:
+            ready, _ = self.channel.read_reply(READY_TIMEOUT_S)
+            if not ready.get("ready"):
+                raise SandboxError(f"unexpected first message {ready!r}")
+        except (SandboxError, ValueError) as e:
+            detail = self.stderr_text()
+            self.close(False)
+            raise SandboxError(f"could not start {describe}: {e}{': ' + detail if detail else ''}") from e
+
+    def close(self, clean: bool) -> None:
+        self.sock.close()
+        try:
+            self.proc.wait(timeout=2.0 if clean else 0.2)
+        except subprocess.TimeoutExpired:
+            _kill_tree(self.proc.pid)
+            self.proc.wait()
+        self.stderr.close()
+
+
+class LocalRuntime(Runtime):
+    """Sandboxes from Linux namespaces on this machine.
+
+    By default new sandboxes are forked from a zygote (see agent/nest.py):
+    one bubblewrap sandbox whose pristine agent forks a fresh set of
+    namespaces per sandbox. `zygote=False`, or a spec whose mounts the
+    zygote cannot provide, starts a bubblewrap process per sandbox.
+    """
+
+    name = "local"
+
+    def __init__(self, sandbox_uid: int | None = None, sandbox_gid: int | None = None,
+                 zygote: bool = True):
+        self.bwrap = shutil.which("bwrap")
+        if not self.bwrap:
+            raise RuntimeUnavailable(
+                "runtime 'local' needs bubblewrap, which is not installed: "
+                "run `apt-get install bubblewrap` (Debian/Ubuntu), or choose another --runtime"
+            )
+        if not os.path.exists(SANDBOX_PYTHON):
+            raise RuntimeUnavailable(
+                f"runtime 'local' runs the in-sandbox agent with {SANDBOX_PYTHON}, which is missing: "
+                "run `apt-get install python3`"
+            )
+        # As root, sandboxes run as an unprivileged host user.
+        self.drop_to: tuple[int, int] | None = None
+        if os.geteuid() == 0:
+            uid = sandbox_uid if sandbox_uid is not None else int(os.environ.get("SANDGYM_SANDBOX_UID", 65534))
+            gid = sandbox_gid if sandbox_gid is not None else int(os.environ.get("SANDGYM_SANDBOX_GID", uid))
+            if not shutil.which("setpriv"):
+                raise RuntimeUnavailable("runtime 'local' as root needs setpriv: run `apt-get install util-linux`")
+            self.drop_to = (uid, gid)
+        self.agent_dir = stage_dir(Path(__file__).parent / "agent")
+        self.etc_dir = stage_files("etc", {
+            "passwd": "root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/workspace:/bin/sh\n",
+            "group": "root:x:0:\nsandbox:x:1000:\n",
+            "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+            "hostname": "sandbox\n",
+            "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+        })
+        self.use_zygote = zygote
+        self._zygote: _BwrapProcess | None = None
+        self._zygote_lock = threading.Lock()
+
+    # -- bubblewrap ----------------------------------------------------------
+
+    def _bwrap_argv(self, spec: SandboxSpec, agent_cfg: dict, zygote: bool) -> list[str]:
+        mb = 1024 * 1024
+        a: list[str] = []
+        if self.drop_to:
+            uid, gid = self.drop_to
+            a += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+        a += [self.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+              "--unshare-cgroup-try", "--unshare-net",
+              "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
+              "--die-with-parent", "--new-session",
+              "--ro-bind", "/usr", "/usr"]
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                a += ["--symlink", os.readlink(host), f"/{top}"]
+            elif host.is_dir():
+                a += ["--ro-bind", str(host), f"/{top}"]
+        for name in ETC_ALLOWED:
+            if os.path.exists(f"/etc/{name}"):
+                a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        for name in sorted(os.listdir(self.etc_dir)):
+            a += ["--ro-bind", str(self.etc_dir / name), f"/etc/{name}"]
+        a += ["--proc", "/proc", "--dev", "/dev"]
+        if zygote:
+            # Mount points only: each forked sandbox mounts its own tmpfs here.
+            a += ["--dir", "/tmp", "--dir", WORKDIR, "--dir", "/opt",
+                  "--ro-bind", str(staging_root()), STAGE_IN_ZYGOTE]
+        else:
+            a += ["--size", str(spec.disk_mb * mb), "--tmpfs", "/tmp",
+                  "--size", str(spec.disk_mb * mb), "--tmpfs", spec.workdir]
+            for m in spec.mounts:
+                if not os.path.exists(m.source):
+                    raise SandboxError(f"mount source does not exist: {m.source}")
+                a += ["--ro-bind" if m.read_only else "--bind", m.source, m.target]
+        a += ["--ro-bind", str(self.agent_dir), AGENT_DIR]
+        # Nothing else of the sandbox's root is writable.
+        a += ["--remount-ro", "/", "--chdir", WORKDIR if zygote else spec.workdir,
+              "--clearenv", "--setenv", "PATH", SANDBOX_PATH]
+        a += ["--", SANDBOX_PYTHON, "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(agent_cfg)]
+        return a
+
+    def _agent_cfg(self, spec: SandboxSpec) -> dict:
+        mb = 1024 * 1024
+        return {
+            "role": "sandbox",
+            "workdir": spec.workdir,
+            "lifetime_s": spec.wall_timeout_s,
+            "env": {"PATH": SANDBOX_PATH, "HOME": spec.workdir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+                    "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)},
+            "limits": {"memory_bytes": spec.memory_mb * mb, "pids": spec.pids,
+                       "file_size_bytes": spec.file_size_mb * mb, "open_files": spec.open_files,
+                       "cpu_seconds": spec.cpu_seconds},
+        }
+
+    # -- zygote ----------------------------------------------------------------
+
+    def _zygote_binds(self, spec: SandboxSpec) -> list[list[str]] | None:
+        """Bind list for a zygote child, or None if the zygote cannot serve `spec`."""
+        if spec.workdir != WORKDIR:
+            return None
+        root = staging_root()
+        binds = [[f"{STAGE_IN_ZYGOTE}/{self.agent_dir.name}", AGENT_DIR]]
+        for m in spec.mounts:
+            src = Path(m.source).resolve()
+            if not m.read_only or src.parent != root or not m.target.startswith("/opt/"):
+                return None
+            binds.append([f"{STAGE_IN_ZYGOTE}/{src.name}", m.target])
+        return binds
+
+    def _get_zygote(self) -> _BwrapProcess:
+        with self._zygote_lock:
+            z = self._zygote
+            if z is not None and z.proc.poll() is None and not z.channel.broken:
+                return z
+            if z is not None:
+                z.close(False)
+            cfg = {"role": "zygote", "preload": ZYGOTE_PRELOAD}
+            z = _BwrapProcess(self._bwrap_argv(SandboxSpec(), cfg, zygote=True), "the local zygote")
+            z.wait_ready("the local runtime's zygote sandbox")
+            self._zygote = z
+            return z
+
+    def _create_from_zygote(self, spec: SandboxSpec, binds: list[list[str]], sid: str) -> LocalSandbox:
+        z = self._get_zygote()
+        nest = {"workdir": spec.workdir, "disk_bytes": spec.disk_mb * 1024 * 1024, "binds": binds,
+                "hide": [str(Path(STAGE_IN_ZYGOTE).parent)]}
+        try:
+            reply, _ = z.channel.request({"op": "spawn", "nest": nest, "agent": self._agent_cfg(spec)},
+                                         timeout=READY_TIMEOUT_S)
+            fd = z.channel.received_fd
+            z.channel.received_fd = None
+        except SandboxError as e:
+            raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
+        sock = socket.socket(fileno=fd)
+        channel = AgentChannel(fd, fd, f"sandbox {sid}")
+        pid = reply["pid"]
+
+        def closer(clean: bool) -> None:
+            if not clean:
+                try:
+                    z.channel.request({"op": "kill", "pid": pid}, timeout=5.0)
+                except SandboxError:
+                    pass
+            sock.close()
+
+        try:
+            ready, _ = channel.read_reply(READY_TIMEOUT_S)
+        except SandboxError as e:
+            closer(False)
+            raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
+        info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0,
+                           labels=dict(spec.labels))
+        return LocalSandbox(channel, spec, info, closer, lambda: z.stderr_text()[-800:])
+
+    # -- public ----------------------------------------------------------------
+
+    def create(self, spec: SandboxSpec | None = None) -> LocalSandbox:
+        spec = spec or SandboxSpec()
+        if spec.isolation not in (None, "namespaces"):
+            raise SandboxError(
+                f"runtime 'local' isolates with namespaces, not {spec.isolation!r}: "
+                "use --runtime docker or docker:runsc for container isolation"
+            )
+        sid = f"sg-local-{uuid.uuid4().hex[:10]}"
+        start = time.perf_counter()
+        binds = self._zygote_binds(spec) if self.use_zygote else None
+        if binds is not None:
+            box = self._create_from_zygote(spec, binds, sid)
+        else:
+            bw = _BwrapProcess(self._bwrap_argv(spec, self._agent_cfg(spec), zygote=False), f"sandbox {sid}")
+            bw.wait_ready(f"sandbox {sid}")
+            info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0,
+                               labels=dict(spec.labels))
+            box = LocalSandbox(bw.channel, spec, info, bw.close, bw.stderr_text)
+        box.info.create_s = time.perf_counter() - start
+        return box
+
+    def close(self) -> None:
+        with self._zygote_lock:
+            if self._zygote is not None:
+                self._zygote.close(False)
+                self._zygote = None

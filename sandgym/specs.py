@@ -1,0 +1,271 @@
+"""Task specs: versioned files, pydantic models, content-addressed task sets.
+
+A task set is a folder:
+
+    taskset.yaml          name, family, version, description
+    tasks/<slug>.yaml     what the agent may see (prompt, visible examples)
+    hidden/<slug>.yaml    what only the verifier sees (tests, reference solution)
+
+Visible and hidden files are matched by their `id` field. The two halves
+are kept in separate folders so that nothing that builds an agent's view
+ever opens `hidden/`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import keyword
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+SCHEMA_VERSION = 1
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
+BUNDLED_DIR = Path(__file__).resolve().parent.parent / "task_specs"
+
+
+class TaskSpecError(ValueError):
+    """A task spec file is malformed; the message names the file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Example(_Strict):
+    """One call of the entry point: positional args, keyword args, expected return."""
+
+    args: list[Any] = Field(default_factory=list)
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    expected: Any = None
+
+
+class TestCase(Example):
+    name: str | None = None
+
+
+class CodeTask(_Strict):
+    """The visible half of a code-function task."""
+
+    schema_version: Literal[1] = 1
+    id: str
+    family: Literal["code_function"] = "code_function"
+    version: int = Field(1, ge=1, description="Bump when the task's meaning changes.")
+    title: str = ""
+    prompt: str = Field(min_length=1, description="What the agent is asked to do.")
+    entry_point: str = Field(description="Name of the function the code must define.")
+    context_code: str = Field("", description="Code the candidate module starts with (imports, helpers).")
+    examples: list[Example] = Field(default_factory=list, description="Visible examples.")
+    tags: list[str] = Field(default_factory=list)
+    timeout_s: float = Field(10.0, gt=0, le=600, description="Wall time for verifying one submission.")
+    float_tolerance: float | None = Field(None, ge=0, description="Compare floats within this tolerance.")
+    source: str = Field("sandgym", description="Where the task comes from (dataset name).")
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        if not TASK_ID_RE.match(v):
+            raise ValueError(f"task id {v!r} must be letters, digits, '_', '.', '-' and '/' separators")
+        return v
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry(cls, v: str) -> str:
+        if not v.isidentifier() or keyword.iskeyword(v):
+            raise ValueError(f"entry_point {v!r} is not a Python identifier")
+        return v
+
+
+class CodeHidden(_Strict):
+    """The hidden half: only the verifier reads it."""
+
+    schema_version: Literal[1] = 1
+    id: str
+    tests: list[TestCase] = Field(default_factory=list, description="Calls and expected returns.")
+    check_code: str | None = Field(
+        None, description="Python defining check(candidate) that asserts (HumanEval style)."
+    )
+    reference_solution: str = Field(min_length=1, description="Code that passes every test.")
+
+    @model_validator(mode="after")
+    def _has_tests(self) -> "CodeHidden":
+        if not self.tests and not self.check_code:
+            raise ValueError("a hidden spec needs `tests` or `check_code`")
+        return self
+
+
+class TaskSetMeta(_Strict):
+    schema_version: Literal[1] = 1
+    name: str
+    family: Literal["code_function"]
+    version: int = Field(1, ge=1)
+    description: str = ""
+
+
+class CodeTaskPair(BaseModel):
+    """A whole task as the host holds it: visible and hidden halves."""
+
+    model_config = ConfigDict(frozen=True)
+
+    visible: CodeTask
+    hidden: CodeHidden
+
+    @property
+    def id(self) -> str:
+        return self.visible.id
+
+
+FAMILY_MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
+    "code_function": (CodeTask, CodeHidden),
+}
+
+
+def _fmt_error(path: Path, err: ValidationError) -> str:
+    lines = [f"{path}: invalid task spec"]
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        lines.append(f"  field `{loc}`: {e['msg']}")
+    return "\n".join(lines)
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise TaskSpecError(f"{path}: not valid YAML: {e}") from e
+    except OSError as e:
+        raise TaskSpecError(f"{path}: cannot read: {e.strerror}") from e
+
+
+def _parse(model: type[BaseModel], path: Path) -> BaseModel:
+    data = _load_yaml(path)
+    if not isinstance(data, dict):
+        raise TaskSpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise TaskSpecError(_fmt_error(path, e)) from None
+
+
+def _spec_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+
+class TaskSet:
+    """The tasks of one folder, in id order, with a content hash."""
+
+    def __init__(self, meta: TaskSetMeta, tasks: list[CodeTaskPair], root: Path | None = None):
+        self.meta = meta
+        self.root = root
+        self.tasks = sorted(tasks, key=lambda t: t.id)
+        self._by_id = {t.id: t for t in self.tasks}
+        self.hash = self._content_hash()
+
+    def _content_hash(self) -> str:
+        canon = {
+            "meta": self.meta.model_dump(mode="json"),
+            "tasks": [
+                [t.visible.model_dump(mode="json"), t.hidden.model_dump(mode="json")] for t in self.tasks
+            ],
+        }
+        raw = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.tasks]
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def get(self, task_id: str) -> CodeTaskPair:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            shown = ", ".join(self.ids[:10]) + (" ..." if len(self) > 10 else "")
+            raise KeyError(
+                f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}"
+            ) from None
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "TaskSet":
+        root = Path(folder)
+        if not root.is_dir():
+            raise TaskSpecError(f"{root}: not a task-set folder (expected taskset.yaml, tasks/, hidden/)")
+        meta_path = root / "taskset.yaml"
+        if not meta_path.exists():
+            raise TaskSpecError(f"{meta_path}: missing; a task set needs taskset.yaml naming its family")
+        meta = _parse(TaskSetMeta, meta_path)
+        visible_model, hidden_model = FAMILY_MODELS[meta.family]
+        for sub in ("tasks", "hidden"):
+            if not (root / sub).is_dir():
+                raise TaskSpecError(f"{root / sub}: missing folder")
+        visible: dict[str, tuple[Path, BaseModel]] = {}
+        for p in _spec_files(root / "tasks"):
+            v = _parse(visible_model, p)
+            if v.id in visible:
+                raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
+            visible[v.id] = (p, v)
+        pairs = []
+        seen_hidden: set[str] = set()
+        for p in _spec_files(root / "hidden"):
+            h = _parse(hidden_model, p)
+            if h.id not in visible:
+                raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
+            seen_hidden.add(h.id)
+            pairs.append(CodeTaskPair(visible=visible[h.id][1], hidden=h))
+        for tid, (p, _) in visible.items():
+            if tid not in seen_hidden:
+                raise TaskSpecError(f"{p}: task {tid!r} has no hidden spec in {root / 'hidden'}")
+        if not pairs:
+            raise TaskSpecError(f"{root}: the task set holds no tasks")
+        return cls(meta, pairs, root)
+
+    def write(self, folder: str | Path) -> Path:
+        root = Path(folder)
+        (root / "tasks").mkdir(parents=True, exist_ok=True)
+        (root / "hidden").mkdir(parents=True, exist_ok=True)
+        (root / "taskset.yaml").write_text(dump_yaml(self.meta.model_dump(mode="json")))
+        for t in self.tasks:
+            slug = slugify(t.id)
+            for sub, half in (("tasks", t.visible), ("hidden", t.hidden)):
+                data = half.model_dump(mode="json", exclude_defaults=True)
+                (root / sub / f"{slug}.yaml").write_text(dump_yaml({"id": half.id, **data}))
+        return root
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (code, prompts) as literal blocks."""
+
+
+def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str_block)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def slugify(task_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", task_id)
+
+
+def bundled_task_set(family: str = "code_function") -> Path:
+    return BUNDLED_DIR / family / "basic-v1"
+
+
+def json_schemas() -> dict[str, dict]:
+    """JSON Schema of every spec file kind, by file kind name."""
+    return {
+        "taskset": TaskSetMeta.model_json_schema(),
+        "code_function.task": CodeTask.model_json_schema(),
+        "code_function.hidden": CodeHidden.model_json_schema(),
+    }

@@ -1,0 +1,96 @@
+"""The candidate's side of the boundary: runs its code, answers calls.
+
+runner.py forks this side before it reads the hidden tests, so nothing of
+them is in this process's memory; the fork then enters new user, PID and
+mount namespaces, where the runner and the sandbox's agent have no PID to
+signal. Messages are JSON lines on a pipe pair:
+
+    here -> runner:  {"ready": true}                             once, before any candidate code
+    runner -> here:  {"context_code", "code", "entry_point"}     once
+    here -> runner:  {"loaded": true} | {"load_error": "..."}
+    runner -> here:  {"args": [...], "kwargs": {...}}            per call
+    here -> runner:  {"value": <plain value>} | {"error": "..."}
+
+Everything here is untrusted once the candidate's code has run: the runner
+checks whatever comes back. Standard library only.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import traceback
+
+import plainvalues
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 2, 4, 8
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+PR_SET_PDEATHSIG = 1
+
+
+def _check(ret, what):
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def enter_namespaces():
+    """Become PID 1 of new user, PID and mount namespaces, with a /proc of our own.
+
+    The calling process stays outside as a relay: it waits for the inner
+    process and exits with its status; the inner one dies with it.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS), "unshare")
+    pid = os.fork()
+    if pid:
+        status = os.waitpid(pid, 0)[1]
+        os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+    # Should the relay die first, the pipes close and serve() ends anyway.
+    _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
+    _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    _check(libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None), "mount /proc")
+
+
+def _short_error(exc):
+    return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
+
+
+def serve(rfd, wfd):
+    rfile = os.fdopen(rfd, "r", encoding="utf-8")
+
+    def send(obj):
+        data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        while data:
+            data = data[os.write(wfd, data):]
+
+    send({"ready": True})
+    setup = json.loads(rfile.readline())
+    module = {"__name__": "__candidate__", "__builtins__": __builtins__}
+    try:
+        source = setup["context_code"] + "\n" + setup["code"]
+        exec(compile(source, "<candidate>", "exec"), module)
+        fn = module.get(setup["entry_point"])
+        if not callable(fn):
+            raise NameError(f"the code does not define a function named {setup['entry_point']!r}")
+    except BaseException as e:  # SystemExit included: it is the candidate's failure
+        send({"load_error": _short_error(e)})
+        return
+    send({"loaded": True})
+    for line in rfile:
+        try:
+            call = json.loads(line)
+            args = plainvalues.decode(call["args"])
+            kwargs = plainvalues.decode(call["kwargs"])
+        except Exception as e:
+            send({"error": f"bad call: {e}"})
+            continue
+        try:
+            result = fn(*args, **kwargs)
+            reply = {"value": plainvalues.encode(result)}
+        except BaseException as e:
+            reply = {"error": _short_error(e)}
+        send(reply)

@@ -1,0 +1,56 @@
+"""What a verifier returns: per-test results, attempts, a verdict, a reward."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from sandgym.outcomes import Outcome
+
+RewardScheme = Literal["binary", "pass_rate"]
+
+
+class TestResult(BaseModel):
+    name: str
+    status: Literal["passed", "failed", "error", "timeout"]
+    detail: str = ""
+    duration_s: float | None = None
+
+
+class Attempt(BaseModel):
+    outcome: Outcome
+    detail: str = ""
+    tests: list[TestResult] = Field(default_factory=list)
+    violations: list[str] = Field(default_factory=list)
+    duration_s: float = 0.0
+    create_s: float | None = None
+    output: str = ""
+    isolation: str | None = None
+
+
+class Verdict(BaseModel):
+    verifier_version: str
+    outcome: Outcome
+    tests: list[TestResult] = Field(default_factory=list)
+    detail: str = ""
+    violations: list[str] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+
+    @property
+    def pass_rate(self) -> float:
+        return sum(t.status == "passed" for t in self.tests) / len(self.tests) if self.tests else 0.0
+
+    @property
+    def verify_s(self) -> float:
+        return sum(a.duration_s for a in self.attempts)
+
+    def reward(self, scheme: RewardScheme = "binary") -> float | None:
+        """None for an infrastructure error: it is not the model's score."""
+        if self.outcome == Outcome.ENV_ERROR:
+            return None
+        if self.outcome == Outcome.VIOLATION:
+            return 0.0
+        if scheme == "pass_rate":
+            return self.pass_rate
+        return 1.0 if self.outcome == Outcome.PASSED else 0.0
