@@ -49,7 +49,7 @@ READY_TIMEOUT_S = 30.0
 # from it and then hide it.
 STAGE_IN_ZYGOTE = "/run/sandgym-stage"
 # Modules every forked sandbox finds already imported.
-ZYGOTE_PRELOAD = ["ctypes", "io", "runpy", "socket", "tarfile", "threading", "traceback", "nest"]
+ZYGOTE_PRELOAD = ["ctypes", "io", "socket", "tarfile", "threading", "traceback", "nest"]
 
 
 def _kill_tree(pid: int) -> None:

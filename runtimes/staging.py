@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import py_compile
 import shutil
 import tempfile
 import threading
@@ -45,7 +46,16 @@ def stage_dir(src: Path, patterns: tuple[str, ...] = ("*.py",)) -> Path:
         for p in files:
             shutil.copyfile(p, dest / p.name)
             os.chmod(dest / p.name, 0o644)
-        os.chmod(dest, 0o755)
+            if p.suffix == ".py":
+                # Sandboxes cannot write bytecode here; an interpreter of the
+                # host's version finds it ready (others compile as usual).
+                py_compile.compile(str(dest / p.name), doraise=True)
+        for sub in (dest, dest / "__pycache__"):
+            if sub.exists():
+                os.chmod(sub, 0o755)
+                for f in sub.iterdir():
+                    if f.is_file():
+                        os.chmod(f, 0o644)
         _staged[key] = dest
         return dest
 

@@ -217,13 +217,16 @@ def _spawn_python(argv, cwd, env, with_stdin):
             os.environ.clear()
             os.environ.update(env)
             import io
-            import runpy
 
             sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
             sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
             sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
             sys.argv = list(argv)
-            runpy.run_path(argv[0], run_name="__main__")
+            # What `python3 script` does, without runpy's import machinery.
+            with open(argv[0], "rb") as f:
+                source = f.read()
+            script = {"__name__": "__main__", "__file__": argv[0], "__builtins__": __builtins__}
+            exec(compile(source, argv[0], "exec"), script)
             code = 0
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)

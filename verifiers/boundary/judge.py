@@ -1,0 +1,308 @@
+"""The verifier's judge: one code submission, inside a fresh sandbox.
+
+Forks the candidate's side first (candidate_host.py: new user, PID and
+mount namespaces), then reads one JSON payload on stdin (the hidden tests
+never touch the sandbox's disk nor the candidate's memory), calls the
+entry point over a pipe pair, and compares
+the plain values that come back here, in a process that never imports the
+candidate's code. Writes one JSON record on stdout carrying the host's
+nonce; the host reads nothing else from this sandbox.
+
+Payload: {"nonce", "entry_point", "context_code", "code", "timeout_s",
+"float_tolerance", and either "tests": [{"name","args","kwargs","expected"}]
+or "check_code"}. SANDGYM_CANDIDATE_ISOLATION=process skips the namespaces
+(for backends whose syscall filter forbids them); the record says which.
+
+Standard library only.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
+import candidate_host  # noqa: E402
+import plainvalues  # noqa: E402
+
+MAX_REPLY = 64 << 20
+MAX_OUTPUT = 64 << 10
+PR_SET_DUMPABLE = 4
+
+
+def make_undumpable():
+    """No other process of this uid may read this one's memory or fds."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+class InfraError(Exception):
+    """The boundary could not be set up: not the candidate's doing."""
+
+
+class CandidateGone(Exception):
+    pass
+
+
+class CallTimeout(BaseException):
+    """Out of time; a BaseException so that check code cannot swallow it."""
+
+
+class Candidate:
+    """One candidate process and the pipe pair to it."""
+
+    def __init__(self, isolation):
+        self.isolation = isolation
+        self.payload = None
+        self.deadline = None
+        self.output = bytearray()
+        self.pid = None
+        self.status = None
+        self.load_error = None
+
+    def start(self):
+        """Fork the candidate's side. Called before the payload is read."""
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        out_r, out_w = os.pipe()
+        isolate = self.isolation == "pidns"
+        pid = os.fork()
+        if pid == 0:  # the candidate's side
+            code = 1
+            try:
+                # A session of its own: kill(0, ...) stays in it.
+                os.setsid()
+                null = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(null, 0)  # the payload arrives on the runner's stdin: never readable here
+                os.dup2(out_w, 1)
+                os.dup2(out_w, 2)
+                os.dup2(to_child_r, 3)
+                os.dup2(from_child_w, 4)
+                os.closerange(5, 1 << 16)
+                if isolate:
+                    candidate_host.enter_namespaces()
+                candidate_host.serve(3, 4)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        for fd in (to_child_r, from_child_w, out_w):
+            os.close(fd)
+        self.pid, self.w, self.r, self.buf = pid, to_child_w, from_child_r, b""
+        self.out_r = out_r
+
+    def load(self):
+        """Send the code; raises InfraError if the candidate's side never came up."""
+        threading.Thread(target=self._drain, args=(self.out_r,), daemon=True).start()
+        # The candidate's side speaks before any candidate code runs:
+        # silence here means the boundary failed, not the candidate.
+        try:
+            first = self._recv()
+        except CandidateGone:
+            raise InfraError("the candidate process did not start: " + self.output_text()[-500:])
+        except CallTimeout:
+            raise InfraError("the candidate process did not start in time")
+        if first != {"ready": True}:
+            raise InfraError(f"unexpected first message from the candidate process: {first!r}")
+        self._send({k: self.payload[k] for k in ("context_code", "code", "entry_point")})
+        reply = self._recv()
+        if "load_error" in reply:
+            self.load_error = str(reply["load_error"])
+
+    def _drain(self, fd):
+        for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+            room = MAX_OUTPUT - len(self.output)
+            if room > 0:
+                self.output += chunk[:room]
+
+    def output_text(self):
+        return bytes(self.output).decode("utf-8", "replace")
+
+    def _send(self, obj):
+        data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        try:
+            while data:
+                data = data[os.write(self.w, data):]
+        except (BrokenPipeError, OSError):
+            raise CandidateGone()
+
+    def _recv(self):
+        while b"\n" not in self.buf:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise CallTimeout()
+            ready, _, _ = select.select([self.r], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self.r, 1 << 20)
+            if not chunk:
+                raise CandidateGone()
+            self.buf += chunk
+            if len(self.buf) > MAX_REPLY:
+                raise ValueError("the candidate's reply is larger than 64 MiB")
+        line, self.buf = self.buf.split(b"\n", 1)
+        msg = json.loads(line)
+        if type(msg) is not dict:
+            raise ValueError("malformed reply from the candidate process")
+        return msg
+
+    def call(self, args, kwargs):
+        """('value', v) | ('error', text); raises CallTimeout or CandidateGone."""
+        self._send({"args": plainvalues.encode(list(args)), "kwargs": plainvalues.encode(dict(kwargs))})
+        reply = self._recv()
+        if "value" in reply:
+            return "value", plainvalues.decode(reply["value"])
+        return "error", str(reply.get("error", "no value returned"))[:2000]
+
+    def exited(self):
+        if self.status is None and self.pid:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = os.waitstatus_to_exitcode(status)
+        return self.status is not None
+
+    def exit_detail(self):
+        for _ in range(100):  # it is exiting: give it a moment to be reaped
+            if self.exited():
+                break
+            time.sleep(0.01)
+        return f"the candidate process exited (code {self.status}) before returning"
+
+    def stop(self):
+        for fd in (self.w, self.r):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.w = self.r = None
+        if self.pid and not self.exited():
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+
+
+def run_cases(cand, payload):
+    tol = payload.get("float_tolerance")
+    results = []
+    gone = ""
+    for i, case in enumerate(payload["tests"]):
+        name = case.get("name") or f"test_{i}"
+        t0 = time.monotonic()
+        status, detail = "failed", ""
+        if cand.r is None:
+            # It exited on an earlier call; one process serves all calls.
+            results.append({"name": name, "status": "failed", "detail": gone})
+            continue
+        try:
+            kind, value = cand.call(case.get("args", []), case.get("kwargs", {}))
+            if kind == "error":
+                status, detail = "error", value
+            elif plainvalues.same(case.get("expected"), value, tol):
+                status = "passed"
+            else:
+                detail = f"expected {case.get('expected')!r}, got {value!r}"[:2000]
+        except CallTimeout:
+            status, detail = "timeout", "out of time"
+        except CandidateGone:
+            detail = gone = cand.exit_detail()
+            cand.stop()
+        except (ValueError, TypeError, RecursionError, OverflowError) as e:  # unreadable reply
+            detail = f"the candidate's reply could not be read: {e}"[:2000]
+        results.append({"name": name, "status": status, "detail": detail,
+                        "duration_s": round(time.monotonic() - t0, 6)})
+        if status == "timeout":
+            # Nothing is left of the time budget: the rest cannot run.
+            for j, rest in enumerate(payload["tests"][i + 1:], start=i + 1):
+                results.append({"name": rest.get("name") or f"test_{j}", "status": "timeout",
+                                "detail": "not run: out of time"})
+            break
+    return results
+
+
+class CandidateError(Exception):
+    pass
+
+
+def run_check(cand, payload):
+    def candidate(*args, **kwargs):
+        try:
+            kind, value = cand.call(args, kwargs)
+        except CandidateGone:
+            raise CandidateError(cand.exit_detail())
+        except (ValueError, TypeError, RecursionError, OverflowError) as e:
+            raise CandidateError(f"the candidate's reply could not be read: {e}")
+        if kind == "error":
+            raise CandidateError(value)
+        return value
+
+    namespace = {"__name__": "__check__"}
+    t0 = time.monotonic()
+    exec(payload["compiled_check"], namespace)
+    # Checks may call the function by name (HumanEval/33 does): that name
+    # is the candidate too, not the prompt's stub.
+    namespace[payload["entry_point"]] = candidate
+    try:
+        namespace["check"](candidate)
+        status, detail = "passed", ""
+    except CallTimeout:
+        status, detail = "timeout", "out of time"
+    except AssertionError as e:
+        status, detail = "failed", f"assertion failed{': ' + str(e) if str(e) else ''}"
+    except CandidateError as e:
+        status, detail = "error", str(e)
+    except Exception as e:
+        status, detail = "error", f"{type(e).__name__}: {e}"
+    return [{"name": "check", "status": status, "detail": detail[:2000],
+             "duration_s": round(time.monotonic() - t0, 6)}]
+
+
+def main():
+    make_undumpable()
+    # Fork the candidate's side first, while this process holds nothing secret.
+    isolation = os.environ.get("SANDGYM_CANDIDATE_ISOLATION", "pidns")
+    cand = Candidate(isolation)
+    cand.start()
+    payload = json.loads(sys.stdin.buffer.read())
+    record = {"nonce": payload["nonce"], "isolation": isolation}
+    cand.payload = payload
+    cand.deadline = time.monotonic() + float(payload["timeout_s"])
+    names = ["check"] if payload.get("check_code") else [
+        t.get("name") or f"test_{i}" for i, t in enumerate(payload["tests"])]
+    if payload.get("check_code"):
+        # The test code is the data set's, compiled before any candidate runs.
+        payload["compiled_check"] = compile(
+            payload["context_code"] + "\n" + payload["check_code"], "<check>", "exec")
+    try:
+        cand.load()
+        if cand.load_error is not None:
+            record["load_error"] = cand.load_error
+            record["tests"] = [{"name": n, "status": "failed", "detail": cand.load_error} for n in names]
+        elif payload.get("check_code"):
+            record["tests"] = run_check(cand, payload)
+        else:
+            record["tests"] = run_cases(cand, payload)
+    except InfraError as e:
+        record["infra_error"] = str(e)
+    except CallTimeout:
+        record["load_error"] = "out of time while loading the code"
+        record["tests"] = [{"name": n, "status": "timeout", "detail": "not run: out of time"} for n in names]
+    except (CandidateGone, ValueError) as e:
+        record["load_error"] = (cand.exit_detail() if isinstance(e, CandidateGone) else str(e)) + " while loading"
+        record["tests"] = [{"name": n, "status": "failed", "detail": record["load_error"]} for n in names]
+    finally:
+        cand.stop()
+    record["output"] = cand.output_text()
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
