@@ -158,6 +158,7 @@ class Sandbox(abc.ABC):
 
 class Runtime(abc.ABC):
     name: str
+    isolation: str
 
     @abc.abstractmethod
     def create(self, spec: SandboxSpec | None = None) -> Sandbox: ...

@@ -242,6 +242,7 @@ class LocalRuntime(Runtime):
     """
 
     name = "local"
+    isolation = "namespaces"
 
     def __init__(self, sandbox_uid: int | None = None, sandbox_gid: int | None = None,
                  zygote: bool = True):

@@ -1,0 +1,7 @@
+"""sandgym: Gymnasium environments for LLM agents, sandboxes, verifiers."""
+
+from .registry import register_envs
+
+__version__ = "0.1.0"
+
+register_envs()

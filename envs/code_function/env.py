@@ -1,0 +1,214 @@
+"""sandgym/CodeFunction-v0: write a function; hidden tests judge it.
+
+Single-turn: one action holds the code; it is verified and the episode ends.
+Multi-turn: actions run code on the visible examples in the agent's own
+sandbox, until one submits (or the turns run out: the last action is
+always a submission). Verification always happens in a fresh sandbox.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from sandgym.outcomes import Outcome
+from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
+from sandgym.spaces import UnicodeText
+from sandgym.specs import CodeTaskPair, TaskSet, bundled_task_set
+from sandgym.verifiers.code_function import boundary_mount, run_examples, verify
+from sandgym.verifiers.models import RewardScheme, Verdict
+
+from .actions import parse_action
+
+ENV_ID = "sandgym/CodeFunction-v0"
+Mode = Literal["single", "multi"]
+
+
+def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
+    if isinstance(tasks, TaskSet):
+        return tasks
+    return TaskSet.load(tasks if tasks is not None else bundled_task_set("code_function"))
+
+
+def _call_text(entry_point: str, ex) -> str:
+    args = [repr(a) for a in ex.args] + [f"{k}={v!r}" for k, v in ex.kwargs.items()]
+    return f"{entry_point}({', '.join(args)}) == {ex.expected!r}"
+
+
+def render_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
+    v = task.visible
+    parts = [v.prompt.rstrip()]
+    if v.examples:
+        parts.append("Examples:\n" + "\n".join("  " + _call_text(v.entry_point, ex) for ex in v.examples))
+    if mode == "single":
+        parts.append(f"Reply with the complete code in one ```python block; it must define `{v.entry_point}`.")
+    else:
+        parts.append(
+            f"You have {max_turns} turns. A reply with a ```python block runs it on the visible examples "
+            f"and shows the results. To submit, write SUBMIT on the first line, then the ```python block "
+            f"(SUBMIT alone submits the code you ran last). Your last turn is always a submission. "
+            f"The code must define `{v.entry_point}`."
+        )
+    return "\n\n".join(parts)
+
+
+class CodeFunctionEnv(gym.Env):
+    """See the module docstring. `info` after the last step holds `outcome`,
+    `reward_valid` (False for infrastructure errors, whose reward 0.0 is not
+    the model's score), `pass_rate` and per-test `tests`; the full verdict
+    with attempts and timings is `env.unwrapped.last_verdict`."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        tasks: str | Path | TaskSet | None = None,
+        mode: Mode = "single",
+        runtime: str | Runtime = "local",
+        max_turns: int = 5,
+        reward: RewardScheme = "binary",
+        verifier_retries: int = 2,
+        render_mode: str | None = None,
+    ):
+        if mode not in ("single", "multi"):
+            raise ValueError(f"mode must be 'single' or 'multi', got {mode!r}")
+        if reward not in ("binary", "pass_rate"):
+            raise ValueError(f"reward must be 'binary' or 'pass_rate', got {reward!r}")
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.task_set = load_task_set(tasks)
+        self._owns_runtime = isinstance(runtime, str)
+        self.runtime = get_runtime(runtime) if isinstance(runtime, str) else runtime
+        self.mode: Mode = mode
+        self.max_turns = max_turns if mode == "multi" else 1
+        self.reward_scheme: RewardScheme = reward
+        self.verifier_retries = verifier_retries
+        self.render_mode = render_mode
+        self.observation_space = spaces.Dict({"task": UnicodeText(), "feedback": UnicodeText()})
+        self.action_space = UnicodeText()
+        self.task: CodeTaskPair | None = None
+        self.last_verdict: Verdict | None = None
+        self.submitted_code: str | None = None
+        self.timings: dict[str, float] = {}
+        self._sandbox: Sandbox | None = None
+        self._last_code: str | None = None
+        self._turn = 0
+        self._done = True
+        self._obs: dict[str, str] = {}
+
+    # -- gymnasium API ---------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = options or {}
+        unknown = set(options) - {"task_id"}
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'task_id'")
+        self._close_sandbox()
+        if options.get("task_id") is not None:
+            self.task = self.task_set.get(options["task_id"])
+        else:
+            self.task = self.task_set.tasks[int(self.np_random.integers(len(self.task_set)))]
+        self._turn, self._done = 0, False
+        self._last_code = self.submitted_code = None
+        self.last_verdict = None
+        self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
+        self._obs = {"task": render_prompt(self.task, self.mode, self.max_turns), "feedback": ""}
+        return dict(self._obs), self._info()
+
+    def step(self, action: str):
+        if self._done or self.task is None:
+            raise RuntimeError("the episode is over (or never began): call reset() first")
+        if not isinstance(action, str):
+            raise TypeError(f"an action is text (str), got {type(action).__name__}")
+        self._turn += 1
+        parsed = parse_action(action, self.task.visible.entry_point, self.mode == "multi")
+        final_turn = self._turn >= self.max_turns
+        if parsed.submit or final_turn:
+            code = parsed.code if parsed.code is not None else (self._last_code if parsed.submit else None)
+            return self._finish(code, parsed.problem)
+        if parsed.code is None:
+            return self._observe(f"{parsed.problem}. Turn {self._turn} of {self.max_turns}.", "invalid")
+        self._last_code = parsed.code
+        t0 = time.perf_counter()
+        feedback = run_examples(self._agent_sandbox(), self.task, parsed.code)
+        self.timings["exec_s"] += time.perf_counter() - t0
+        return self._observe(f"{feedback}\n\nTurn {self._turn} of {self.max_turns}.", "run")
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return f"{self._obs.get('task', '')}\n\n{self._obs.get('feedback', '')}"
+        return None
+
+    def close(self) -> None:
+        self._close_sandbox()
+        if self._owns_runtime:
+            self.runtime.close()
+
+    # -- internals -----------------------------------------------------------------
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        assert self.task is not None
+        return {"task_id": self.task.id, "mode": self.mode, "turn": self._turn,
+                "max_turns": self.max_turns, **extra}
+
+    def _observe(self, feedback: str, tool: str):
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        return dict(self._obs), 0.0, False, False, self._info(tool=tool)
+
+    def _agent_sandbox(self) -> Sandbox:
+        if self._sandbox is None or not self._sandbox.alive:
+            self._close_sandbox()
+            spec = SandboxSpec(mounts=(boundary_mount(),), labels={"role": "agent", "task": self.task.id})
+            self._sandbox = self.runtime.create(spec)
+            self.timings["create_s"] += self._sandbox.info.create_s
+        return self._sandbox
+
+    def _close_sandbox(self) -> None:
+        if self._sandbox is not None:
+            try:
+                self._sandbox.close()
+            except SandboxError:
+                pass
+            self._sandbox = None
+
+    def _finish(self, code: str | None, problem: str):
+        assert self.task is not None
+        self._done = True
+        self._close_sandbox()
+        self.submitted_code = code
+        if code is None:
+            self.last_verdict = Verdict(verifier_version="none", outcome=Outcome.FAILED,
+                                        detail=problem or "nothing was submitted")
+            feedback = f"{problem}. The episode is over: nothing was verified."
+        else:
+            self.last_verdict = verify(self.task, code, self.runtime, retries=self.verifier_retries)
+            feedback = self._verdict_text(self.last_verdict)
+        self.timings["verify_s"] = self.last_verdict.verify_s
+        verdict = self.last_verdict
+        reward = verdict.reward(self.reward_scheme)
+        info = self._info(
+            tool="submit",
+            outcome=verdict.outcome.value,
+            reward_valid=reward is not None,
+            pass_rate=verdict.pass_rate,
+            tests=[{"name": t.name, "status": t.status} for t in verdict.tests],
+        )
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        return dict(self._obs), float(reward or 0.0), True, False, info
+
+    @staticmethod
+    def _verdict_text(verdict: Verdict) -> str:
+        passed = sum(t.status == "passed" for t in verdict.tests)
+        text = f"Verdict: {verdict.outcome.value} ({passed}/{len(verdict.tests)} hidden tests passed)."
+        if verdict.outcome == Outcome.ENV_ERROR:
+            text += " An infrastructure error prevented verification; this is not a score."
+        elif verdict.detail:
+            text += f"\n{verdict.detail[:500]}"
+        return text

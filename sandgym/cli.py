@@ -1,0 +1,206 @@
+"""The `sandgym` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .outcomes import OUTCOME_NAMES
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Gymnasium environments for LLM agents, run in sandboxes, judged by verifiers.")
+tasks_app = typer.Typer(no_args_is_help=True, help="Task sets: import, inspect, validate, schema.")
+tasks_import_app = typer.Typer(no_args_is_help=True, help="Import task sets from public formats.")
+app.add_typer(tasks_app, name="tasks")
+tasks_app.add_typer(tasks_import_app, name="import")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _task_set(path: Optional[Path]):
+    from .specs import TaskSet, TaskSpecError, bundled_task_set
+
+    try:
+        return TaskSet.load(path or bundled_task_set("code_function"))
+    except TaskSpecError as e:
+        fail(str(e))
+
+
+def outcome_table(summary) -> Table:
+    table = Table(title=f"{summary.task_set} · {summary.policy['name']} · {summary.runtime}")
+    table.add_column("outcome")
+    table.add_column("episodes", justify="right")
+    table.add_column("share", justify="right")
+    for name in OUTCOME_NAMES:
+        n = summary.outcomes.get(name, 0)
+        share = f"{100 * n / summary.n_episodes:.1f}%" if summary.n_episodes else "-"
+        table.add_row(name, str(n), share)
+    mean = "n/a" if summary.reward_mean is None else f"{summary.reward_mean:.3f}"
+    table.caption = (f"reward mean {mean} over {summary.n_scored} scored episodes "
+                     f"(env_error and not_executed are not scored) · {summary.wall_s:.1f} s · "
+                     f"task set {summary.task_set_hash[:19]}")
+    return table
+
+
+@app.command("eval")
+def eval_cmd(
+    env: str = typer.Option("sandgym/CodeFunction-v0", "--env", help="Registered env id."),
+    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the bundled set)."),
+    policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE"),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local"),
+    concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
+    out: Path = typer.Option(Path("runs/latest"), "--out", help="Folder for trajectories.jsonl and summary.json."),
+    seed: int = typer.Option(0, "--seed", help="Seed passed to every reset."),
+    mode: str = typer.Option("single", "--mode", help="single | multi (code-function family)."),
+    max_turns: int = typer.Option(5, "--max-turns", min=1, help="Turns per episode in multi mode."),
+    reward: str = typer.Option("binary", "--reward", help="binary | pass_rate"),
+    task_id: Optional[list[str]] = typer.Option(None, "--task-id", help="Only these tasks (repeatable)."),
+):
+    """Run a policy on every task of a set and record each episode."""
+    from .harness import EvalRun
+    from .policies import make_policy
+    from .registry import check_env_id
+    from .runtimes import RuntimeUnavailable, get_runtime
+
+    try:
+        check_env_id(env)
+        pol = make_policy(policy)
+        rt = get_runtime(runtime)
+    except (ValueError, RuntimeUnavailable) as e:
+        fail(str(e))
+    task_set = _task_set(tasks)
+    if task_id:
+        for tid in task_id:
+            try:
+                task_set.get(tid)
+            except KeyError as e:
+                fail(e.args[0])
+    try:
+        run = EvalRun(env, task_set, pol, rt, runtime, out, concurrency=concurrency, seed=seed,
+                      env_kwargs={"mode": mode, "max_turns": max_turns, "reward": reward})
+        n = len(task_id) if task_id else len(task_set)
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TextColumn("{task.fields[tally]}"), TimeElapsedColumn(), console=err_console,
+                      disable=not sys.stderr.isatty()) as progress:
+            bar = progress.add_task("episodes", total=n, tally="")
+            tally: dict[str, int] = {}
+
+            def advance(rec):
+                tally[rec.outcome] = tally.get(rec.outcome, 0) + 1
+                progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
+
+            summary = run.run(task_id or None, on_record=advance)
+    except (ValueError, FileExistsError) as e:
+        fail(str(e))
+    finally:
+        rt.close()
+    console.print(outcome_table(summary))
+    console.print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}")
+
+
+@tasks_import_app.command("humaneval")
+def import_humaneval_cmd(
+    file: Path = typer.Argument(..., help="HumanEval JSONL or JSONL.gz file."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the task set to."),
+    name: str = typer.Option("humaneval", "--name", help="Task-set name."),
+    timeout_s: float = typer.Option(10.0, "--timeout", help="Seconds to verify one submission."),
+):
+    """Import HumanEval-format problems (task_id, prompt, entry_point, test, canonical_solution)."""
+    from .importers import import_humaneval
+    from .specs import TaskSpecError
+
+    if not file.exists():
+        fail(f"{file}: no such file")
+    try:
+        ts = import_humaneval(file, out, name=name, timeout_s=timeout_s)
+    except TaskSpecError as e:
+        fail(str(e))
+    console.print(f"imported {len(ts)} tasks into {out} (task set {ts.hash})")
+
+
+@tasks_app.command("list")
+def list_cmd(tasks: Optional[Path] = typer.Argument(None, help="Task-set folder (default: bundled).")):
+    """List the tasks of a set."""
+    ts = _task_set(tasks)
+    table = Table(title=f"{ts.meta.name} v{ts.meta.version} · {len(ts)} tasks · {ts.hash[:19]}")
+    for col in ("id", "entry point", "tags", "examples", "hidden tests"):
+        table.add_column(col)
+    for t in ts.tasks:
+        hidden = "check()" if t.hidden.check_code else str(len(t.hidden.tests))
+        table.add_row(t.id, t.visible.entry_point, ",".join(t.visible.tags), str(len(t.visible.examples)), hidden)
+    console.print(table)
+
+
+@tasks_app.command("validate")
+def validate_cmd(
+    tasks: Optional[Path] = typer.Argument(None, help="Task-set folder (default: bundled)."),
+    runtime: str = typer.Option("local", "--runtime"),
+    concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
+):
+    """Check that every reference solution passes its hidden tests and an empty one does not."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .runtimes import RuntimeUnavailable, get_runtime
+    from .verifiers.code_function import verify
+
+    ts = _task_set(tasks)
+    try:
+        rt = get_runtime(runtime)
+    except (ValueError, RuntimeUnavailable) as e:
+        fail(str(e))
+
+    def check(task):
+        good = verify(task, task.hidden.reference_solution, rt)
+        empty = verify(task, f"def {task.visible.entry_point}(*args, **kwargs):\n    return None\n", rt)
+        return task, good, empty
+
+    problems = 0
+    try:
+        with Progress(TextColumn("validating"), BarColumn(), MofNCompleteColumn(), console=err_console,
+                      disable=not sys.stderr.isatty()) as progress, ThreadPoolExecutor(concurrency) as pool:
+            bar = progress.add_task("validate", total=len(ts))
+            for task, good, empty in pool.map(check, ts.tasks):
+                progress.update(bar, advance=1)
+                if good.outcome != "passed":
+                    problems += 1
+                    console.print(f"[red]{task.id}[/]: reference solution {good.outcome}: {good.detail or [t.detail for t in good.tests if t.status != 'passed'][:1]}")
+                if empty.outcome == "passed":
+                    problems += 1
+                    console.print(f"[red]{task.id}[/]: a function returning None passes: the tests are too weak")
+    finally:
+        rt.close()
+    console.print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
+    if problems:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("schema")
+def schema_cmd(out: Optional[Path] = typer.Option(None, "--out", help="Folder to write one JSON Schema per file kind.")):
+    """Print (or write) the JSON Schemas of task-spec files."""
+    from .specs import json_schemas
+
+    schemas = json_schemas()
+    if out is None:
+        console.print_json(json.dumps(schemas))
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for kind, schema in schemas.items():
+        (out / f"{kind}.schema.json").write_text(json.dumps(schema, indent=2) + "\n")
+    console.print(f"wrote {len(schemas)} schemas to {out}")
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,165 @@
+"""The evaluation harness: a policy on every task of a set, records on disk.
+
+Episodes run on a thread pool (sandboxes do the heavy work in their own
+processes). Each finished episode is appended to `trajectories.jsonl` at
+once, so an interrupted run keeps what it finished; a failure inside one
+episode is recorded on that episode as `env_error`, never a crash of the run.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+import uuid
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium
+
+from . import __version__
+from .outcomes import Outcome
+from .policies import Policy
+from .records import EpisodeRecord, StepRecord, Summary, Timings, count_outcomes
+from .registry import check_env_id
+from .runtimes import Runtime
+from .specs import CodeTaskPair, TaskSet
+
+TRAJECTORIES = "trajectories.jsonl"
+SUMMARY = "summary.json"
+
+
+def _env_version(env_id: str) -> str:
+    return env_id.rsplit("-v", 1)[1] if "-v" in env_id else "0"
+
+
+class EvalRun:
+    """One evaluation: its settings, its output folder and its records."""
+
+    def __init__(self, env_id: str, task_set: TaskSet, policy: Policy, runtime: Runtime,
+                 runtime_name: str, out_dir: str | Path, concurrency: int = 1, seed: int | None = 0,
+                 env_kwargs: dict[str, Any] | None = None):
+        self.env_id = check_env_id(env_id)
+        if concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+        self.task_set = task_set
+        self.policy = policy
+        self.runtime = runtime
+        self.runtime_name = runtime_name
+        self.out_dir = Path(out_dir)
+        self.concurrency = concurrency
+        self.seed = seed
+        self.env_kwargs = dict(env_kwargs or {})
+        self.run_id = uuid.uuid4().hex[:12]
+        self._lock = threading.Lock()
+        self.records: list[EpisodeRecord] = []
+
+    def _prepare_out_dir(self) -> Path:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / TRAJECTORIES
+        if path.exists() and path.stat().st_size > 0:
+            raise FileExistsError(
+                f"{path} already holds a run's records; choose another --out folder or remove it"
+            )
+        return path
+
+    def _record(self, task: CodeTaskPair, index: int, started: str, queued_s: float, **fields: Any) -> EpisodeRecord:
+        return EpisodeRecord(
+            run_id=self.run_id, episode_id=f"{self.run_id}-{index:05d}", task_id=task.id,
+            task_version=task.visible.version, task_set=self.task_set.meta.name,
+            task_set_hash=self.task_set.hash, env_id=self.env_id, env_version=_env_version(self.env_id),
+            env_kwargs=self.env_kwargs, runtime={"backend": self.runtime.name, "isolation": self.runtime.isolation,
+                     "name": self.runtime_name},
+            policy={"name": self.policy.name, **self.policy.config}, seed=self.seed,
+            started_at=started, **fields,
+        )
+
+    def run_episode(self, task: CodeTaskPair, index: int, submitted_at: float) -> EpisodeRecord:
+        started = datetime.now(timezone.utc).isoformat()
+        t0 = time.perf_counter()
+        timings = Timings(queue_s=t0 - submitted_at)
+        steps: list[StepRecord] = []
+        env = None
+        try:
+            env = gymnasium.make(self.env_id, tasks=self.task_set, runtime=self.runtime, **self.env_kwargs)
+            inner = env.unwrapped
+            obs, info = env.reset(seed=self.seed, options={"task_id": task.id})
+            agent = self.policy.begin(task, inner.mode)
+            if agent is None:
+                return self._record(task, index, started, timings.queue_s, outcome=Outcome.NOT_EXECUTED.value,
+                                    reward=None, timings=timings, error="the policy has no actions for this task")
+            terminated = False
+            while not terminated:
+                action = agent.act(obs, info)
+                if action is None:
+                    break
+                s0 = time.perf_counter()
+                obs, reward, terminated, truncated, info = env.step(action)
+                steps.append(StepRecord(index=len(steps), action=action, observation=obs["feedback"],
+                                        tool=info.get("tool", ""), reward=reward,
+                                        duration_s=time.perf_counter() - s0))
+                terminated = terminated or truncated
+            timings.create_s = inner.timings.get("create_s", 0.0)
+            timings.exec_s = inner.timings.get("exec_s", 0.0)
+            timings.verify_s = inner.timings.get("verify_s", 0.0)
+            timings.total_s = time.perf_counter() - t0
+            verdict = inner.last_verdict
+            if verdict is None:  # the policy stopped before submitting
+                return self._record(task, index, started, timings.queue_s, steps=steps,
+                                    outcome=Outcome.NOT_EXECUTED.value, reward=None, timings=timings,
+                                    error="the policy stopped before submitting")
+            reward = verdict.reward(inner.reward_scheme)
+            return self._record(
+                task, index, started, timings.queue_s, steps=steps, artifact=inner.submitted_code,
+                verifier_version=verdict.verifier_version, outcome=verdict.outcome.value, reward=reward,
+                pass_rate=verdict.pass_rate if verdict.tests else None,
+                tests=[t.model_dump() for t in verdict.tests], violations=verdict.violations,
+                attempts=[a.model_dump(mode="json") for a in verdict.attempts], timings=timings,
+            )
+        except Exception as e:  # one episode's failure is that episode's record
+            timings.total_s = time.perf_counter() - t0
+            return self._record(task, index, started, timings.queue_s, steps=steps,
+                                outcome=Outcome.ENV_ERROR.value, reward=None, timings=timings,
+                                error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}")
+        finally:
+            if env is not None:
+                env.close()
+
+    def run(self, task_ids: list[str] | None = None,
+            on_record: Callable[[EpisodeRecord], None] | None = None) -> Summary:
+        path = self._prepare_out_dir()
+        tasks = [self.task_set.get(t) for t in task_ids] if task_ids else list(self.task_set.tasks)
+        t0 = time.perf_counter()
+        with open(path, "a", encoding="utf-8") as out, ThreadPoolExecutor(self.concurrency) as pool:
+            now = time.perf_counter()
+            futures = [pool.submit(self.run_episode, task, i, now) for i, task in enumerate(tasks)]
+            try:
+                for fut in as_completed(futures):
+                    rec = fut.result()
+                    with self._lock:
+                        out.write(rec.model_dump_json() + "\n")
+                        out.flush()
+                        self.records.append(rec)
+                    if on_record:
+                        on_record(rec)
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+        summary = self.summary(time.perf_counter() - t0)
+        (self.out_dir / SUMMARY).write_text(json.dumps(summary.model_dump(), indent=2) + "\n")
+        return summary
+
+    def summary(self, wall_s: float) -> Summary:
+        rewards = [r.reward for r in self.records if r.reward is not None]
+        return Summary(
+            run_id=self.run_id, env_id=self.env_id, task_set=self.task_set.meta.name,
+            task_set_hash=self.task_set.hash, policy={"name": self.policy.name, **self.policy.config},
+            runtime=self.runtime_name, seed=self.seed, n_episodes=len(self.records),
+            outcomes=count_outcomes([r.outcome for r in self.records]),
+            reward_mean=sum(rewards) / len(rewards) if rewards else None, n_scored=len(rewards),
+            wall_s=wall_s, sandgym_version=__version__,
+        )

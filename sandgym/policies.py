@@ -1,0 +1,112 @@
+"""Policies the harness can run: who chooses the actions.
+
+A policy starts an episode for a task (`begin`), and the returned agent
+gives one action per call (`act`) until it has none left (None).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .specs import CodeTaskPair
+
+POLICY_CHOICES = ("oracle", "null", "replay:FILE")
+
+
+class Agent(Protocol):
+    def act(self, obs: dict[str, str], info: dict[str, Any]) -> str | None: ...
+
+
+class Policy(Protocol):
+    name: str
+    config: dict[str, Any]
+
+    def begin(self, task: CodeTaskPair, mode: str) -> Agent | None:
+        """An agent for this episode, or None if the policy has nothing for the task."""
+
+
+@dataclass
+class ScriptedAgent:
+    actions: list[str]
+    _next: int = 0
+
+    def act(self, obs: dict[str, str], info: dict[str, Any]) -> str | None:
+        if self._next >= len(self.actions):
+            return None
+        self._next += 1
+        return self.actions[self._next - 1]
+
+
+def fenced(code: str) -> str:
+    return f"```python\n{code.rstrip()}\n```"
+
+
+@dataclass
+class OraclePolicy:
+    """Submits the task's reference solution."""
+
+    name: str = "oracle"
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def begin(self, task: CodeTaskPair, mode: str) -> Agent:
+        action = fenced(task.hidden.reference_solution)
+        return ScriptedAgent([f"SUBMIT\n{action}" if mode == "multi" else action])
+
+
+@dataclass
+class NullPolicy:
+    """Submits an empty code block: the floor every task must score 0 on."""
+
+    name: str = "null"
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def begin(self, task: CodeTaskPair, mode: str) -> Agent:
+        return ScriptedAgent(["SUBMIT\n```python\n```" if mode == "multi" else "```python\n```"])
+
+
+class ReplayPolicy:
+    """Feeds recorded actions: JSONL lines {"task_id": ..., "actions": [...]}."""
+
+    name = "replay"
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.config = {"file": str(self.path)}
+        self.by_task: dict[str, list[str]] = {}
+        try:
+            lines = self.path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise ValueError(f"replay file {self.path}: cannot read: {e.strerror}") from None
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            where = f"replay file {self.path}, line {n}"
+            try:
+                row = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{where}: not JSON: {e}") from None
+            if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
+                raise ValueError(f'{where}: expected {{"task_id": "...", "actions": ["...", ...]}}')
+            actions = row.get("actions")
+            if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+                raise ValueError(f"{where}: field `actions` must be a list of strings")
+            if row["task_id"] in self.by_task:
+                raise ValueError(f"{where}: task {row['task_id']!r} appears twice")
+            self.by_task[row["task_id"]] = actions
+
+    def begin(self, task: CodeTaskPair, mode: str) -> Agent | None:
+        actions = self.by_task.get(task.id)
+        return ScriptedAgent(list(actions)) if actions is not None else None
+
+
+def make_policy(spec: str) -> Policy:
+    if spec == "oracle":
+        return OraclePolicy()
+    if spec == "null":
+        return NullPolicy()
+    if spec.startswith("replay:"):
+        return ReplayPolicy(spec.split(":", 1)[1])
+    raise ValueError(f"unknown policy {spec!r}; choices: {', '.join(POLICY_CHOICES)}")

@@ -1,0 +1,28 @@
+"""Registration of sandgym's envs with Gymnasium.
+
+Gymnasium 1.x loads no entry-point plugins: `import sandgym` registers
+the envs, and `gymnasium.make("sandgym:sandgym/CodeFunction-v0")` imports
+sandgym itself before looking the id up.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+
+ENVS = {
+    "sandgym/CodeFunction-v0": "sandgym.envs.code_function.env:CodeFunctionEnv",
+}
+
+
+def register_envs() -> None:
+    for env_id, entry_point in ENVS.items():
+        if env_id not in gymnasium.registry:
+            # Episode length is bounded by the env itself (max_turns): a
+            # TimeLimit would cut an episode off before its verdict.
+            gymnasium.register(id=env_id, entry_point=entry_point)
+
+
+def check_env_id(env_id: str) -> str:
+    if env_id not in ENVS:
+        raise ValueError(f"unknown env id {env_id!r}; choices: {', '.join(ENVS)}")
+    return env_id
