@@ -166,6 +166,11 @@ class Runtime(abc.ABC):
     def close(self) -> None:
         """Release what the runtime holds (pools, temp dirs)."""
 
+    def __deepcopy__(self, memo: dict) -> "Runtime":
+        # A runtime is a shared handle: gymnasium.make deep-copies env
+        # kwargs into env.spec, and every copy must mean this same runtime.
+        return self
+
 
 def make_tar(files: Mapping[str, bytes | str]) -> bytes:
     buf = io.BytesIO()

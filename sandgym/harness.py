@@ -53,6 +53,8 @@ class EvalRun:
         self.concurrency = concurrency
         self.seed = seed
         self.env_kwargs = dict(env_kwargs or {})
+        # Bad env options fail here, before any episode, not as N env_errors.
+        gymnasium.make(self.env_id, tasks=task_set, runtime=runtime, **self.env_kwargs).close()
         self.run_id = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
         self.records: list[EpisodeRecord] = []

@@ -36,12 +36,36 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _json_data(value: Any, where: str = "value") -> Any:
+    """Only JSON data: what crosses to the verifier unchanged. YAML can
+    also say dates, sets, bytes and non-string keys, which would not."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _json_data(v, f"{where}[{i}]")
+        return value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where} has the key {k!r}: mapping keys must be strings")
+            _json_data(v, f"{where}[{k!r}]")
+        return value
+    raise ValueError(f"{where} is a {type(value).__name__}; use JSON data only "
+                     "(null, true/false, numbers, strings, lists, mappings with string keys)")
+
+
 class Example(_Strict):
     """One call of the entry point: positional args, keyword args, expected return."""
 
     args: list[Any] = Field(default_factory=list)
     kwargs: dict[str, Any] = Field(default_factory=dict)
     expected: Any = None
+
+    @field_validator("args", "kwargs", "expected")
+    @classmethod
+    def _plain(cls, v: Any) -> Any:
+        return _json_data(v)
 
 
 class TestCase(Example):
@@ -124,8 +148,8 @@ FAMILY_MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
 }
 
 
-def _fmt_error(path: Path, err: ValidationError) -> str:
-    lines = [f"{path}: invalid task spec"]
+def format_validation_error(where: str | Path, err: ValidationError) -> str:
+    lines = [f"{where}: invalid task spec"]
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
         lines.append(f"  field `{loc}`: {e['msg']}")
@@ -148,7 +172,7 @@ def _parse(model: type[BaseModel], path: Path) -> BaseModel:
     try:
         return model.model_validate(data)
     except ValidationError as e:
-        raise TaskSpecError(_fmt_error(path, e)) from None
+        raise TaskSpecError(format_validation_error(path, e)) from None
 
 
 def _spec_files(folder: Path) -> list[Path]:
@@ -211,12 +235,14 @@ class TaskSet:
                 raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
             visible[v.id] = (p, v)
         pairs = []
-        seen_hidden: set[str] = set()
+        seen_hidden: dict[str, Path] = {}
         for p in _spec_files(root / "hidden"):
             h = _parse(hidden_model, p)
             if h.id not in visible:
                 raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
-            seen_hidden.add(h.id)
+            if h.id in seen_hidden:
+                raise TaskSpecError(f"{p}: field `id`: {h.id!r} also used by {seen_hidden[h.id]}")
+            seen_hidden[h.id] = p
             pairs.append(CodeTaskPair(visible=visible[h.id][1], hidden=h))
         for tid, (p, _) in visible.items():
             if tid not in seen_hidden:
@@ -230,8 +256,12 @@ class TaskSet:
         (root / "tasks").mkdir(parents=True, exist_ok=True)
         (root / "hidden").mkdir(parents=True, exist_ok=True)
         (root / "taskset.yaml").write_text(dump_yaml(self.meta.model_dump(mode="json")))
+        used: set[str] = set()
         for t in self.tasks:
             slug = slugify(t.id)
+            if slug in used:  # ids that differ only in characters a file name cannot hold
+                slug += "-" + hashlib.sha256(t.id.encode()).hexdigest()[:8]
+            used.add(slug)
             for sub, half in (("tasks", t.visible), ("hidden", t.hidden)):
                 data = half.model_dump(mode="json", exclude_defaults=True)
                 (root / sub / f"{slug}.yaml").write_text(dump_yaml({"id": half.id, **data}))

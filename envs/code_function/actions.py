@@ -7,7 +7,9 @@ Grammar (documented in the README):
   point.
 - multi-turn: as above; a first non-empty line `SUBMIT` (any case) makes
   the action a submission, otherwise the code is run on the visible
-  examples. `SUBMIT` with no code submits the code run last.
+  examples. `SUBMIT` with no code submits the code run last, and so does
+  a last turn with no code. An unclosed fence at the end (a reply cut
+  off by a length limit) counts as a block.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import re
 from dataclasses import dataclass
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+# A reply cut off inside its code block (a length limit) still counts.
+OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*)\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,7 @@ class ParsedAction:
     submit: bool
     code: str | None
     problem: str = ""  # why no code was found
+    any_code: bool = False  # the action held code, usable or not
 
 
 def defines(code: str, name: str) -> bool | None:
@@ -50,8 +55,11 @@ def extract_code(text: str, entry_point: str) -> tuple[str | None, str]:
     blocks = [(lang.lower(), body) for lang, body in FENCE.findall(text)]
     python = [body for lang, body in blocks if lang in ("python", "py", "python3")]
     bare = [body for lang, body in blocks if lang == ""]
+    unclosed = OPEN_FENCE.search(FENCE.sub("", text))
     if python or bare:
         code = (python or bare)[-1]
+    elif unclosed:
+        code = unclosed.group(1)
     elif defines(text, entry_point):
         code = text
     else:
@@ -71,4 +79,5 @@ def parse_action(text: str, entry_point: str, multi_turn: bool) -> ParsedAction:
             submit = True
             text = text.split(first, 1)[1] if first in text else text
     code, problem = extract_code(text, entry_point)
-    return ParsedAction(submit=submit, code=code, problem=problem)
+    return ParsedAction(submit=submit, code=code, problem=problem,
+                        any_code=code is not None or not problem.startswith("no code found"))

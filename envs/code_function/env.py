@@ -131,7 +131,8 @@ class CodeFunctionEnv(gym.Env):
         parsed = parse_action(action, self.task.visible.entry_point, self.mode == "multi")
         final_turn = self._turn >= self.max_turns
         if parsed.submit or final_turn:
-            code = parsed.code if parsed.code is not None else (self._last_code if parsed.submit else None)
+            # An action with no code at all submits the code run last.
+            code = parsed.code if parsed.any_code else self._last_code
             return self._finish(code, parsed.problem)
         if parsed.code is None:
             return self._observe(f"{parsed.problem}. Turn {self._turn} of {self.max_turns}.", "invalid")

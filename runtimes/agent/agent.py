@@ -478,6 +478,11 @@ SANDBOX_OPS = {"exec": op_exec, "put": op_put, "get": op_get, "ping": _ping}
 ZYGOTE_OPS = {"spawn": op_spawn, "kill": op_kill, "ping": _ping}
 
 
+def _lifetime_over(signum, frame):
+    kill_all_others()
+    os._exit(3)
+
+
 def serve(cfg):
     """Answer requests on fd 0, replies on fd 1, until the host goes away."""
     zygote = cfg.get("role") == "zygote"
@@ -485,7 +490,9 @@ def serve(cfg):
     apply_limits(cfg.get("limits", {}))
     if cfg.get("lifetime_s"):
         # The sandbox's wall-clock lifetime: SIGALRM ends the agent, and
-        # with it the sandbox's PID namespace.
+        # with it the sandbox's PID namespace. A handler, not the default
+        # action: as PID 1 of a namespace the agent ignores default actions.
+        signal.signal(signal.SIGALRM, _lifetime_over)
         signal.alarm(max(1, int(cfg["lifetime_s"])))
     # Protocol output goes to a private copy of fd 1; commands never see it.
     out_fd = os.dup(1)

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Sets up sandgym on Debian/Ubuntu: system packages, then a virtualenv in
+# .venv with the locked Python dependencies and sandgym itself (editable).
+# Safe to run again: it skips what is already in place.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# System packages: bubblewrap for the local sandbox, setpriv (util-linux)
+# to drop root, Debian's python3 that runs inside sandboxes, and venv.
+need=()
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v setpriv >/dev/null || need+=(util-linux)
+[ -x /usr/bin/python3 ] || need+=(python3)
+/usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The host interpreter: python3 on PATH if it is 3.11 or newer, else Debian's.
+py=python3
+"$py" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || py=/usr/bin/python3
+"$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: sandgym needs Python >= 3.11" >&2; exit 1; }
+
+lock_sum=$(sha256sum requirements.lock pyproject.toml | sha256sum | cut -c1-16)
+if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.sandgym-lock 2>/dev/null)" != "$lock_sum" ]; then
+  echo "setup: creating .venv with $("$py" --version) and the locked dependencies"
+  "$py" -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  echo "$lock_sum" > .venv/.sandgym-lock
+fi

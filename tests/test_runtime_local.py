@@ -1,0 +1,257 @@
+"""The local runtime against real bubblewrap: semantics, limits, isolation, cleanup.
+
+Every test runs twice: sandboxes forked from the zygote (the default) and
+one bubblewrap process per sandbox.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+
+from sandgym.runtimes import RuntimeUnavailable, SandboxError, SandboxSpec, get_runtime
+from sandgym.runtimes.local import LocalRuntime
+
+
+@pytest.fixture(params=["zygote", "bwrap"])
+def rt(request, runtime, bwrap_runtime):
+    return runtime if request.param == "zygote" else bwrap_runtime
+
+
+@pytest.fixture
+def box(rt):
+    with rt.create() as sb:
+        yield sb
+
+
+def host_pids_with(marker: str) -> list[int]:
+    pids = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        pids.append(int(p))
+            except OSError:
+                pass
+    return pids
+
+
+def sandbox_pids(sb) -> list[int]:
+    out = sb.exec(["sh", "-c", "ls /proc"]).text().split()
+    return sorted(int(p) for p in out if p.isdigit())
+
+
+def test_exec_basics(box):
+    r = box.exec(["sh", "-c", "echo out; echo err >&2; exit 3"])
+    assert (r.exit_code, r.stdout, r.stderr, r.timed_out) == (3, b"out\n", b"err\n", False)
+    assert box.exec("echo $((6*7))").stdout == b"42\n"
+    assert box.exec(["cat"], stdin=b"x" * 500_000).stdout == b"x" * 500_000
+    assert box.exec(["pwd"]).stdout == b"/workspace\n"
+    assert box.exec(["pwd"], cwd="/tmp").stdout == b"/tmp\n"
+    assert box.exec(["sh", "-c", "echo $FOO"], env={"FOO": "bar"}).stdout == b"bar\n"
+    missing = box.exec(["/no/such/program"])
+    assert missing.exit_code == 127 and b"cannot run" in missing.stderr
+
+
+def test_runs_unprivileged_with_a_clean_environment(box):
+    os.environ["SANDGYM_TEST_HOST_SECRET"] = "host-secret-value"
+    try:
+        env = box.exec(["env"]).text()
+    finally:
+        del os.environ["SANDGYM_TEST_HOST_SECRET"]
+    assert "host-secret-value" not in env
+    assert "HOME=/workspace" in env
+    assert box.exec(["id", "-u"]).stdout == b"1000\n"
+    caps = box.exec(["grep", "CapEff", "/proc/self/status"]).text()
+    assert caps.split()[1] == "0000000000000000"
+
+
+def test_timeout_kills_the_whole_tree(box):
+    before = sandbox_pids(box)
+    r = box.exec(["sh", "-c", "sleep 100 & setsid sleep 100 & (sleep 100 &) ; sleep 100"], timeout=0.5)
+    assert r.timed_out and r.exit_code == 137
+    assert r.duration_s < 5
+    assert len(sandbox_pids(box)) == len(before)
+
+
+def test_background_child_does_not_hold_exec(box):
+    t0 = time.monotonic()
+    r = box.exec(["sh", "-c", "sleep 30 & echo started"], timeout=20)
+    assert r.stdout == b"started\n" and not r.timed_out
+    assert time.monotonic() - t0 < 5
+
+
+def test_output_is_capped(box):
+    r = box.exec(["sh", "-c", "yes | head -c 5000000; yes no | head -c 300000 >&2"], max_output=1000)
+    assert r.truncated and len(r.stdout) == 1000 and len(r.stderr) == 1000
+    assert r.exit_code == 0
+
+
+def test_rlimits(rt):
+    spec = SandboxSpec(memory_mb=256, file_size_mb=1, pids=32, disk_mb=8, cpu_seconds=1)
+    with rt.create(spec) as sb:
+        mem = sb.exec(["python3", "-c", "x = bytearray(600 * 1024 * 1024)"])
+        assert mem.exit_code != 0 and b"MemoryError" in mem.stderr
+        big = sb.exec(["sh", "-c", "head -c 3000000 /dev/zero > f"])
+        assert big.exit_code != 0
+        assert int(sb.exec("stat -c %s f").text()) <= 1024 * 1024
+        disk = sb.exec(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 1000000 /dev/zero > f$i || exit 1; done"])
+        assert disk.exit_code != 0 and b"No space left" in disk.stderr
+        forks = sb.exec(["python3", "-c", textwrap.dedent("""
+            import os, time
+            n = 0
+            try:
+                for _ in range(200):
+                    if os.fork() == 0:
+                        time.sleep(5); os._exit(0)
+                    n += 1
+            except OSError:
+                print("limited at", n)
+            """)], timeout=20)
+        assert b"limited at" in forks.stdout
+        cpu = sb.exec(["python3", "-c", "while True: pass"], timeout=30)
+        assert not cpu.timed_out and cpu.exit_code != 0  # SIGXCPU/SIGKILL after 1 CPU second
+        assert cpu.duration_s < 10
+
+
+def test_files_in_and_out(box):
+    box.put_files({"a/b/c.txt": "hello", "top.py": b"print(1)\n"})
+    assert box.exec(["cat", "a/b/c.txt"]).stdout == b"hello"
+    got = box.get_files(["/workspace/a", "/workspace/top.py"])
+    assert got == {"workspace/a/b/c.txt": b"hello", "workspace/top.py": b"print(1)\n"}
+    with pytest.raises(SandboxError, match="escapes"):
+        box.put_files({"../../etc/evil": "x"})
+    with pytest.raises(SandboxError, match="no such file"):
+        box.get_files(["/workspace/nope"])
+
+
+def test_put_rejects_links(box):
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        link = tarfile.TarInfo("link")
+        link.type = tarfile.SYMTYPE
+        link.linkname = "/etc/passwd"
+        tar.addfile(link)
+    with pytest.raises(SandboxError, match="only regular files"):
+        box.put_archive(buf.getvalue())
+
+
+def test_host_is_read_only_and_mostly_invisible(box, tmp_path):
+    canary = tmp_path / "canary"
+    canary.write_text("untouched")
+    for target in ("/usr/evil", "/etc/evil", "/evil", "/opt/sandgym/agent/evil", str(canary)):
+        r = box.exec(["sh", "-c", f"echo x > {target}"])
+        assert r.exit_code != 0, target
+    assert canary.read_text() == "untouched"
+    assert not os.path.exists("/usr/evil") and not os.path.exists("/evil")
+    listing = box.exec(["ls", "/"]).text().split()
+    for hidden in ("root", "home", "work", "var", "srv", "mnt"):
+        assert hidden not in listing
+    assert box.exec(["cat", "/etc/shadow"]).exit_code != 0
+
+
+def test_no_network_but_loopback(box):
+    names = box.exec(["sh", "-c", "ls /sys/class/net 2>/dev/null || cut -d: -f1 /proc/net/dev | tail -n +3"]).text().split()
+    assert names == ["lo"]
+    # A server on the host's loopback is not the sandbox's loopback.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.5)
+    port = server.getsockname()[1]
+    try:
+        probe = (f"import socket\ns = socket.socket(); s.settimeout(2)\n"
+                 f"try:\n    s.connect(('127.0.0.1', {port})); print('connected')\n"
+                 f"except OSError as e:\n    print('refused', e)\n")
+        assert b"refused" in box.exec(["python3", "-c", probe]).stdout
+        with pytest.raises(socket.timeout):
+            server.accept()
+        # Loopback inside the sandbox works.
+        inner = ("import socket\nsrv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
+                 "c = socket.create_connection(srv.getsockname()); print('inner ok')\n")
+        assert box.exec(["python3", "-c", inner]).stdout == b"inner ok\n"
+    finally:
+        server.close()
+
+
+def test_sandboxes_are_isolated_from_each_other(rt):
+    with rt.create() as a, rt.create() as b:
+        a.put_files({"mine.txt": "a"})
+        a.exec(["sh", "-c", "echo shm > /dev/shm/x; echo tmp > /tmp/x"])
+        assert b.exec(["ls", "/workspace"]).stdout == b""
+        assert b.exec(["sh", "-c", "cat /dev/shm/x /tmp/x"]).exit_code != 0
+        a.exec(["sh", "-c", "sleep 60 &"])
+        assert b"sleep" not in b.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline"]).stdout
+
+
+def test_close_is_final_and_idempotent(rt):
+    sb = rt.create()
+    marker = f"{int(uuid.uuid4().int % 10**6) + 10**6}.5"
+    sb.exec(["sh", "-c", f"sleep {marker} &"])
+    assert host_pids_with(f"sleep\0{marker}")
+    sb.close()
+    sb.close()
+    deadline = time.monotonic() + 5
+    while host_pids_with(f"sleep\0{marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not host_pids_with(f"sleep\0{marker}")
+    with pytest.raises(SandboxError, match="closed"):
+        sb.exec(["true"])
+
+
+@pytest.mark.parametrize("zygote", [True, False])
+def test_sandbox_dies_with_its_parent(zygote, tmp_path):
+    marker = f"{int(uuid.uuid4().int % 10**6) + 10**6}.25"
+    script = textwrap.dedent(f"""
+        import sys, time
+        from sandgym.runtimes.local import LocalRuntime
+        sb = LocalRuntime(zygote={zygote}).create()
+        sb.exec(["sh", "-c", "sleep {marker} &"])
+        print("ready", flush=True)
+        time.sleep(600)
+    """)
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ready\n"
+        assert host_pids_with(f"sleep\0{marker}")
+    finally:
+        child.kill()
+        child.wait()
+    deadline = time.monotonic() + 10
+    while host_pids_with(f"sleep\0{marker}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not host_pids_with(f"sleep\0{marker}")
+
+
+def test_lifetime_ends_the_sandbox(rt):
+    sb = rt.create(SandboxSpec(wall_timeout_s=1))
+    time.sleep(1.5)
+    with pytest.raises(SandboxError):
+        sb.exec(["true"])
+    sb.close()
+
+
+def test_missing_bubblewrap_names_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeUnavailable, match="apt-get install bubblewrap"):
+        LocalRuntime()
+
+
+def test_runtime_names():
+    with pytest.raises(ValueError, match="choices: local"):
+        get_runtime("nope")
+    with pytest.raises(RuntimeUnavailable, match="not part of this version"):
+        get_runtime("docker:runsc")
+    with pytest.raises(SandboxError, match="namespaces"):
+        LocalRuntime().create(SandboxSpec(isolation="runsc"))
