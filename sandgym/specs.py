@@ -190,8 +190,10 @@ class TaskSet:
         self.hash = self._content_hash()
 
     def _content_hash(self) -> str:
+        # What decides scores, and nothing cosmetic (the set's name and
+        # description may change without making results incomparable).
         canon = {
-            "meta": self.meta.model_dump(mode="json"),
+            "family": self.meta.family,
             "tasks": [
                 [t.visible.model_dump(mode="json"), t.hidden.model_dump(mode="json")] for t in self.tasks
             ],

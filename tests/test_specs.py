@@ -321,9 +321,10 @@ def test_hash_changes_when_a_hidden_test_changes(tmp_path):
     assert changed2.hash not in (base, changed.hash)
 
 
-def test_hash_changes_with_meta_and_visible(tmp_path):
+def test_hash_ignores_cosmetic_meta_and_changes_with_visible(tmp_path):
     base = TaskSet.load(make_set(tmp_path / "ts")).hash
-    assert TaskSet.load(make_set(tmp_path / "a", meta={**META, "version": 2})).hash != base
+    cosmetic = {**META, "version": 2, "name": "renamed", "description": "other words"}
+    assert TaskSet.load(make_set(tmp_path / "a", meta=cosmetic)).hash == base
     tasks = {"add": (visible("add", title="Add"), hidden("add")), "plus": (visible("plus", "plus"), hidden("plus", "plus"))}
     assert TaskSet.load(make_set(tmp_path / "b", tasks)).hash != base
 
