@@ -25,7 +25,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 SCHEMA_VERSION = 1
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
-BUNDLED_DIR = Path(__file__).resolve().parent.parent / "task_specs"
 
 
 class TaskSpecError(ValueError):
@@ -290,8 +289,15 @@ def slugify(task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.\-]", "_", task_id)
 
 
+def bundled_dir() -> Path:
+    """task_specs/, wherever the install put it (sandgym.task_specs)."""
+    from . import task_specs
+
+    return Path(task_specs.__file__).resolve().parent
+
+
 def bundled_task_set(family: str = "code_function") -> Path:
-    return BUNDLED_DIR / family / "basic-v1"
+    return bundled_dir() / family / "basic-v1"
 
 
 def json_schemas() -> dict[str, dict]:

@@ -447,3 +447,14 @@ def test_help_lists_commands():
     assert says(result, "eval", "tasks")
     result = runner.invoke(app, ["tasks", "--help"])
     assert says(result, "import", "list", "validate", "schema")
+
+
+def test_example_script_runs():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "code_function_episode.py"
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("| passed") == 2

@@ -523,3 +523,20 @@ def test_same_nan_inside_containers():
     nan = float("nan")
     assert plainvalues.same([nan, 1], (math.nan, 1))
     assert plainvalues.same({"x": nan}, {"x": float("nan")})
+
+
+def test_shipped_json_schemas_are_current():
+    """task_specs/schema/ is what `sandgym tasks schema --out task_specs/schema` writes."""
+    from sandgym.specs import bundled_dir
+
+    for kind, schema in json_schemas().items():
+        shipped = json.loads((bundled_dir() / "schema" / f"{kind}.schema.json").read_text())
+        assert shipped == schema, f"regenerate with: sandgym tasks schema --out task_specs/schema ({kind})"
+
+
+def test_bundled_task_set_loads():
+    from sandgym.specs import bundled_task_set
+
+    ts = TaskSet.load(bundled_task_set())
+    assert len(ts) >= 30 and ts.meta.family == "code_function"
+    assert all(t.visible.examples and t.hidden.tests for t in ts.tasks)
