@@ -274,6 +274,9 @@ class _BlockDumper(yaml.SafeDumper):
 
 
 def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if any(ch in value for ch in "\x85\u2028\u2029"):
+        # YAML line breaks that only a double-quoted scalar keeps (escaped).
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
