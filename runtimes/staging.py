@@ -34,44 +34,35 @@ def staging_root() -> Path:
 def stage_dir(src: Path, patterns: tuple[str, ...] = ("*.py",)) -> Path:
     """A read-only, world-readable copy of the files in `src` matching `patterns`."""
     files = sorted({p for pat in patterns for p in Path(src).glob(pat) if p.is_file()})
+    return _stage(Path(src).name, {p.name: p.read_bytes() for p in files})
+
+
+def stage_files(name: str, files: dict[str, str]) -> Path:
+    """A read-only, world-readable folder holding the given text files."""
+    return _stage(name, {fname: text.encode() for fname, text in files.items()})
+
+
+def _stage(name: str, files: dict[str, bytes]) -> Path:
     digest = hashlib.sha256()
-    for p in files:
-        digest.update(p.name.encode() + b"\0" + p.read_bytes())
-    key = f"{Path(src).name}-{digest.hexdigest()[:16]}"
+    for fname, data in sorted(files.items()):
+        digest.update(fname.encode() + b"\0" + data + b"\0")
+    key = f"{name}-{digest.hexdigest()[:16]}"
     with _lock:
         if key in _staged:
             return _staged[key]
         dest = staging_root() / key
         dest.mkdir(mode=0o755)
-        for p in files:
-            shutil.copyfile(p, dest / p.name)
-            os.chmod(dest / p.name, 0o644)
-            if p.suffix == ".py":
+        for fname, data in files.items():
+            (dest / fname).write_bytes(data)
+            if fname.endswith(".py"):
                 # Sandboxes cannot write bytecode here; an interpreter of the
                 # host's version finds it ready (others compile as usual).
-                py_compile.compile(str(dest / p.name), doraise=True)
+                py_compile.compile(str(dest / fname), doraise=True)
         for sub in (dest, dest / "__pycache__"):
             if sub.exists():
                 os.chmod(sub, 0o755)
                 for f in sub.iterdir():
                     if f.is_file():
                         os.chmod(f, 0o644)
-        _staged[key] = dest
-        return dest
-
-
-def stage_files(name: str, files: dict[str, str]) -> Path:
-    """A read-only, world-readable folder holding the given text files."""
-    digest = hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
-    key = f"{name}-{digest}"
-    with _lock:
-        if key in _staged:
-            return _staged[key]
-        dest = staging_root() / key
-        dest.mkdir(mode=0o755)
-        for fname, text in files.items():
-            (dest / fname).write_text(text)
-            os.chmod(dest / fname, 0o644)
-        os.chmod(dest, 0o755)
         _staged[key] = dest
         return dest

@@ -6,7 +6,6 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
 
 from sandgym.importers import import_humaneval
 from sandgym.outcomes import Outcome

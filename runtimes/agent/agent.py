@@ -194,6 +194,23 @@ def _spawn_process(argv, cwd, env, with_stdin):
     return Child(proc.pid, *fds)
 
 
+def _fork(child_main):
+    """Fork; the child runs child_main() and exits with what it returns
+    (1 after printing an exception). The parent gets the child's pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        code = child_main()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code & 0xFF if isinstance(code, int) else 1)
+
+
 def _spawn_python(argv, cwd, env, with_stdin):
     """Run a Python script in a fork of this warm interpreter.
 
@@ -203,43 +220,40 @@ def _spawn_python(argv, cwd, env, with_stdin):
     r_in, w_in = os.pipe() if with_stdin else (os.open(os.devnull, os.O_RDONLY), None)
     r_out, w_out = os.pipe()
     r_err, w_err = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
+
+    def run_script():
+        os.setsid()
+        os.dup2(r_in, 0)
+        os.dup2(w_out, 1)
+        os.dup2(w_err, 2)
+        os.closerange(3, 1 << 16)
+        signal.alarm(0)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+        sys.argv = list(argv)
+        # What `python3 script` does, without runpy's import machinery.
+        with open(argv[0], "rb") as f:
+            source = f.read()
+        script = {"__name__": "__main__", "__file__": argv[0], "__builtins__": __builtins__}
         try:
-            os.setsid()
-            os.dup2(r_in, 0)
-            os.dup2(w_out, 1)
-            os.dup2(w_err, 2)
-            os.closerange(3, 1 << 16)
-            signal.alarm(0)
-            os.chdir(cwd)
-            os.environ.clear()
-            os.environ.update(env)
-            import io
-
-            sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
-            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
-            sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
-            sys.argv = list(argv)
-            # What `python3 script` does, without runpy's import machinery.
-            with open(argv[0], "rb") as f:
-                source = f.read()
-            script = {"__name__": "__main__", "__file__": argv[0], "__builtins__": __builtins__}
             exec(compile(source, argv[0], "exec"), script)
-            code = 0
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        except BaseException:
-            import traceback
-
-            traceback.print_exc()
+            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
         finally:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            finally:
-                os._exit(code & 0xFF)
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+        return 0
+
+    pid = _fork(run_script)
     for fd in (r_in, w_out, w_err):
         os.close(fd)
     return Child(pid, w_in, r_out, r_err)
@@ -429,24 +443,18 @@ def op_spawn(req, read_body, cfg):
     read_body()
     host_end, child_end = socket.socketpair()
     report_r, report_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            host_end.close()
-            os.close(report_r)
-            nest.enter(req["nest"], report_w)
-            fd = child_end.detach()
-            os.dup2(fd, 0)
-            os.dup2(fd, 1)
-            os.closerange(3, 1 << 16)
-            code = serve(req["agent"])
-        except BaseException:
-            import traceback
 
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+    def become_sandbox():
+        host_end.close()
+        os.close(report_r)
+        nest.enter(req["nest"], report_w)
+        fd = child_end.detach()
+        os.dup2(fd, 0)
+        os.dup2(fd, 1)
+        os.closerange(3, 1 << 16)
+        return serve(req["agent"])
+
+    pid = _fork(become_sandbox)
     child_end.close()
     os.close(report_w)
     reported = b""
