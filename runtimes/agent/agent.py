@@ -1,9 +1,11 @@
 """sandgym's in-sandbox agent: runs commands and file operations for the host.
 
 Standard library only; mounted read-only into every sandbox and started as
-`python3 -I -S agent.py CONFIG_JSON`. It speaks framed messages on its
-stdin/stdout: each frame is `>II` (header length, body length), a JSON
-header, then a raw body. One request, one reply, strictly in turn.
+`python3 -I -S agent.py CONFIG_JSON`. It speaks framed messages on fd 0
+(requests) and fd 1 (replies), one socket in the local runtime: each frame
+is `>II` (header length, body length), a JSON header, then a raw body. One
+request, one reply, strictly in turn. Roles: `sandbox` runs commands and
+moves files; `zygote` (local runtime) only forks fresh sandboxes (nest.py).
 
 The agent is not a trust boundary (the sandbox around it is): it applies
 the sandbox's rlimits, keeps commands' output apart from the protocol
