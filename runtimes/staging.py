@@ -2,8 +2,11 @@
 
 Sandboxes run as an unprivileged user that may not traverse the folder the
 package is installed in (e.g. under /root), so the agent and the verifier's
-in-boundary code are copied once per process into a private temp folder
-that the sandbox user can read but nobody but the host can write.
+in-boundary code are copied into a folder that the sandbox user can read
+and nobody but this user can write: /tmp/sandgym-stage-UID/NAME-HASH.
+Copies are content-addressed and shared by every process of this user, so
+a killed run leaves nothing new behind; they are created by an atomic
+rename and never changed.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hashlib
 import os
 import py_compile
 import shutil
+import stat
 import tempfile
 import threading
 from pathlib import Path
@@ -22,12 +26,29 @@ _staged: dict[str, Path] = {}
 _root: Path | None = None
 
 
+def _trusted(path: Path) -> bool:
+    """Ours, a real folder, and writable by nobody else."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
 def staging_root() -> Path:
     global _root
     if _root is None:
-        _root = Path(tempfile.mkdtemp(prefix="sandgym-stage-"))
-        os.chmod(_root, 0o755)
-        atexit.register(shutil.rmtree, _root, True)
+        shared = Path(tempfile.gettempdir()) / f"sandgym-stage-{os.geteuid()}"
+        try:
+            shared.mkdir(mode=0o755)
+        except FileExistsError:
+            pass
+        if _trusted(shared):
+            _root = shared
+        else:  # someone else made it: use a private one for this process
+            _root = Path(tempfile.mkdtemp(prefix="sandgym-stage-"))
+            os.chmod(_root, 0o755)
+            atexit.register(shutil.rmtree, _root, True)
     return _root
 
 
@@ -51,18 +72,29 @@ def _stage(name: str, files: dict[str, bytes]) -> Path:
         if key in _staged:
             return _staged[key]
         dest = staging_root() / key
-        dest.mkdir(mode=0o755)
-        for fname, data in files.items():
-            (dest / fname).write_bytes(data)
-            if fname.endswith(".py"):
-                # Sandboxes cannot write bytecode here; an interpreter of the
-                # host's version finds it ready (others compile as usual).
-                py_compile.compile(str(dest / fname), doraise=True)
-        for sub in (dest, dest / "__pycache__"):
-            if sub.exists():
-                os.chmod(sub, 0o755)
-                for f in sub.iterdir():
-                    if f.is_file():
-                        os.chmod(f, 0o644)
+        if not _trusted(dest):
+            _write_staged(dest, files)
         _staged[key] = dest
         return dest
+
+
+def _write_staged(dest: Path, files: dict[str, bytes]) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=dest.parent))
+    for fname, data in files.items():
+        (tmp / fname).write_bytes(data)
+        if fname.endswith(".py"):
+            # Sandboxes cannot write bytecode here; an interpreter of the
+            # host's version finds it ready (others compile as usual).
+            py_compile.compile(str(tmp / fname), doraise=True)
+    for sub in (tmp, tmp / "__pycache__"):
+        if sub.exists():
+            os.chmod(sub, 0o755)
+            for f in sub.iterdir():
+                if f.is_file():
+                    os.chmod(f, 0o644)
+    try:
+        os.rename(tmp, dest)
+    except OSError:  # another process staged the same content first
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _trusted(dest):
+            raise
