@@ -8,8 +8,10 @@ cd "$(dirname "$0")/.."
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 # System packages: bubblewrap for the local sandbox, setpriv (util-linux)
-# to drop root, Debian's python3 that runs inside sandboxes, and venv.
+# to drop root, Debian's python3 that runs inside sandboxes, venv, and
+# Chromium (reports are checked in a real browser; Playwright drives it).
 need=()
+[ -x /usr/lib/chromium/chromium ] || need+=(chromium)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v setpriv >/dev/null || need+=(util-linux)
 [ -x /usr/bin/python3 ] || need+=(python3)
