@@ -59,7 +59,7 @@ def outcome_table(summary) -> Table:
 def eval_cmd(
     env: str = typer.Option("sandgym/CodeFunction-v0", "--env", help="Registered env id."),
     tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the bundled set)."),
-    policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE"),
+    policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE | openai:MODEL@BASE_URL"),
     runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
     out: Path = typer.Option(Path("runs/latest"), "--out", help="Folder for trajectories.jsonl and summary.json."),
@@ -68,6 +68,8 @@ def eval_cmd(
     max_turns: int = typer.Option(5, "--max-turns", min=1, help="Turns per episode in multi mode."),
     reward: str = typer.Option("binary", "--reward", help="binary | pass_rate"),
     task_id: Optional[list[str]] = typer.Option(None, "--task-id", help="Only these tasks (repeatable)."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (same settings)."),
+    temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature (openai policy)."),
 ):
     """Run a policy on every task of a set and record each episode."""
     from .harness import EvalRun
@@ -77,7 +79,7 @@ def eval_cmd(
 
     try:
         check_env_id(env)
-        pol = make_policy(policy)
+        pol = make_policy(policy, seed=seed, temperature=temperature)
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
@@ -102,7 +104,7 @@ def eval_cmd(
                 tally[rec.outcome] = tally.get(rec.outcome, 0) + 1
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
-            summary = run.run(task_id or None, on_record=advance)
+            summary = run.run(task_id or None, on_record=advance, resume=resume)
     except (ValueError, FileExistsError) as e:
         fail(str(e))
     finally:

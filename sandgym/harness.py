@@ -59,14 +59,35 @@ class EvalRun:
         self._lock = threading.Lock()
         self.records: list[EpisodeRecord] = []
 
-    def _prepare_out_dir(self) -> Path:
+    def _prepare_out_dir(self, resume: bool) -> Path:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / TRAJECTORIES
-        if path.exists() and path.stat().st_size > 0:
+        if path.exists() and path.stat().st_size > 0 and not resume:
             raise FileExistsError(
-                f"{path} already holds a run's records; choose another --out folder or remove it"
+                f"{path} already holds a run's records; pass --resume to finish that run, "
+                "or choose another --out folder"
             )
         return path
+
+    def _resume_from(self, path: Path) -> None:
+        """Take over the finished episodes of an interrupted run with the same settings."""
+        if not path.exists():
+            return
+        mine = {"env_id": self.env_id, "task_set_hash": self.task_set.hash, "env_kwargs": self.env_kwargs,
+                "policy": {"name": self.policy.name, **self.policy.config}, "seed": self.seed}
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = EpisodeRecord.model_validate_json(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not an episode record: {e}") from None
+            for key, value in mine.items():
+                if getattr(rec, key) != value:
+                    raise ValueError(f"--resume: {path} was made with {key}={getattr(rec, key)!r}, "
+                                     f"this run has {value!r}; use the same settings or another --out")
+            self.run_id = rec.run_id
+            self.records.append(rec)
 
     def _record(self, task: CodeTaskPair, index: int, started: str, queued_s: float, **fields: Any) -> EpisodeRecord:
         return EpisodeRecord(
@@ -131,26 +152,38 @@ class EvalRun:
                 env.close()
 
     def run(self, task_ids: list[str] | None = None,
-            on_record: Callable[[EpisodeRecord], None] | None = None) -> Summary:
-        path = self._prepare_out_dir()
-        tasks = [self.task_set.get(t) for t in task_ids] if task_ids else list(self.task_set.tasks)
+            on_record: Callable[[EpisodeRecord], None] | None = None, resume: bool = False) -> Summary:
+        """Run every task not yet recorded. Each record is written as its
+        episode ends; on Ctrl-C the running episodes finish and are kept,
+        and `resume=True` later runs only what is missing."""
+        path = self._prepare_out_dir(resume)
+        if resume:
+            self._resume_from(path)
+        done = {r.task_id for r in self.records}
+        chosen = [self.task_set.get(t) for t in task_ids] if task_ids else list(self.task_set.tasks)
+        index = {t.id: i for i, t in enumerate(self.task_set.tasks)}
+        todo = [t for t in chosen if t.id not in done]
         t0 = time.perf_counter()
-        with open(path, "a", encoding="utf-8") as out, ThreadPoolExecutor(self.concurrency) as pool:
-            now = time.perf_counter()
-            futures = [pool.submit(self.run_episode, task, i, now) for i, task in enumerate(tasks)]
+        with open(path, "a", encoding="utf-8") as out:
+
+            def episode(task: CodeTaskPair, submitted_at: float) -> None:
+                rec = self.run_episode(task, index[task.id], submitted_at)
+                with self._lock:
+                    out.write(rec.model_dump_json() + "\n")
+                    out.flush()
+                    self.records.append(rec)
+                if on_record:
+                    on_record(rec)
+
+            pool = ThreadPoolExecutor(self.concurrency)
             try:
+                now = time.perf_counter()
+                futures = [pool.submit(episode, task, now) for task in todo]
                 for fut in as_completed(futures):
-                    rec = fut.result()
-                    with self._lock:
-                        out.write(rec.model_dump_json() + "\n")
-                        out.flush()
-                        self.records.append(rec)
-                    if on_record:
-                        on_record(rec)
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+                    fut.result()
+            finally:
+                # On an interrupt, queued episodes are dropped and running ones finish.
+                pool.shutdown(wait=True, cancel_futures=True)
         summary = self.summary(time.perf_counter() - t0)
         (self.out_dir / SUMMARY).write_text(json.dumps(summary.model_dump(), indent=2) + "\n")
         return summary

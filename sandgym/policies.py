@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from .specs import CodeTaskPair
 
-POLICY_CHOICES = ("oracle", "null", "replay:FILE")
+POLICY_CHOICES = ("oracle", "null", "replay:FILE", "openai:MODEL@BASE_URL")
 
 
 class Agent(Protocol):
@@ -102,7 +102,11 @@ class ReplayPolicy:
         return ScriptedAgent(list(actions)) if actions is not None else None
 
 
-def make_policy(spec: str) -> Policy:
+def make_policy(spec: str, seed: int | None = None, temperature: float = 0.0) -> Policy:
+    if spec.startswith("openai:"):
+        from .chat_policy import parse_openai_spec
+
+        return parse_openai_spec(spec, seed=seed, temperature=temperature)
     if spec == "oracle":
         return OraclePolicy()
     if spec == "null":
