@@ -339,7 +339,7 @@ class LocalRuntime(Runtime):
         """Bind list for a zygote child, or None if the zygote cannot serve `spec`."""
         if spec.workdir != WORKDIR:
             return None
-        root = staging_root()
+        root = staging_root().resolve()
         binds = [[f"{STAGE_IN_ZYGOTE}/{self.agent_dir.name}", AGENT_DIR]]
         for m in spec.mounts:
             src = Path(m.source).resolve()
