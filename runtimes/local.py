@@ -111,6 +111,15 @@ _spawner: _Spawner | None = None
 _spawner_lock = threading.Lock()
 
 
+def _forget_spawner_after_fork() -> None:
+    # A fork keeps no threads: a child starts its own spawner when it needs one.
+    global _spawner, _spawner_lock
+    _spawner, _spawner_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_spawner_after_fork)
+
+
 def _popen(*args, **kwargs) -> subprocess.Popen:
     global _spawner
     with _spawner_lock:
@@ -276,6 +285,7 @@ class LocalRuntime(Runtime):
         self.use_zygote = zygote
         self._zygote: _BwrapProcess | None = None
         self._zygote_lock = threading.Lock()
+        self._pid = os.getpid()
 
     # -- bubblewrap ----------------------------------------------------------
 
@@ -349,6 +359,10 @@ class LocalRuntime(Runtime):
         return binds
 
     def _get_zygote(self) -> _BwrapProcess:
+        if self._pid != os.getpid():
+            # A forked child shares the parent's channel to its zygote; two
+            # processes on one channel would garble it. The child starts its own.
+            self._pid, self._zygote, self._zygote_lock = os.getpid(), None, threading.Lock()
         with self._zygote_lock:
             z = self._zygote
             if z is not None and z.proc.poll() is None and not z.channel.broken:

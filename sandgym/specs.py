@@ -155,9 +155,13 @@ def format_validation_error(where: str | Path, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
+# libyaml's parser when PyYAML has it: the same safe subset, ~10x faster.
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def _load_yaml(path: Path) -> Any:
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_YamlLoader)
     except yaml.YAMLError as e:
         raise TaskSpecError(f"{path}: not valid YAML: {e}") from e
     except OSError as e:

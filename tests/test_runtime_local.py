@@ -255,3 +255,28 @@ def test_runtime_names():
         get_runtime("docker:runsc")
     with pytest.raises(SandboxError, match="namespaces"):
         LocalRuntime().create(SandboxSpec(isolation="runsc"))
+
+
+def test_a_forked_child_gets_its_own_zygote(runtime):
+    """A process pool that forks after the parent used the runtime (verl's
+    reward managers do) must not share the parent's zygote channel."""
+    from concurrent.futures import ProcessPoolExecutor
+    import multiprocessing
+
+    global _FORKED_RUNTIME
+    runtime.create().close()
+    _FORKED_RUNTIME = runtime  # inherited by the forked workers, as verl's would be
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        outs = list(pool.map(_echo_in_sandbox, range(4)))
+    assert outs == [b"0\n", b"1\n", b"2\n", b"3\n"]
+    with runtime.create() as sb:  # the parent's zygote still answers
+        assert sb.exec(["echo", "parent"]).stdout == b"parent\n"
+
+
+_FORKED_RUNTIME = None
+
+
+def _echo_in_sandbox(i):
+    with _FORKED_RUNTIME.create() as sb:
+        return sb.exec(["echo", str(i)]).stdout
