@@ -113,6 +113,107 @@ def eval_cmd(
     console.print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}")
 
 
+@app.command("serve")
+def serve_cmd(
+    env: str = typer.Option(..., "--env", help="Registered env id to serve."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (the default accepts local clients only)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to bind."),
+    max_sessions: int = typer.Option(8, "--max-sessions", min=1, help="Concurrent WebSocket sessions (one env each)."),
+    session_timeout: float = typer.Option(
+        600.0, "--session-timeout", min=0.0,
+        help="Seconds without a reset/step after which a session is closed (0: never). "
+             "Keep it above the longest step plus the agent's thinking time."),
+    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the bundled set)."),
+    mode: str = typer.Option("single", "--mode", help="single | multi (code-function family)."),
+    max_turns: int = typer.Option(5, "--max-turns", min=1, help="Turns per episode in multi mode."),
+    reward: str = typer.Option("binary", "--reward", help="binary | pass_rate"),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local"),
+    log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
+):
+    """Serve an env to OpenEnv clients (WebSocket /ws; /health, /schema, /metadata)."""
+    from .registry import check_env_id
+    from .runtimes import RuntimeUnavailable, get_runtime
+
+    try:
+        check_env_id(env)
+        rt = get_runtime(runtime)
+    except (ValueError, RuntimeUnavailable) as e:
+        fail(str(e))
+    # openenv imports its Gradio web UI eagerly (seconds, ~80 MB) even though
+    # build_app never mounts it; this process does without it.
+    if "gradio" not in sys.modules:
+        sys.modules["gradio"] = None  # type: ignore[assignment]
+    try:
+        import uvicorn
+
+        from .server import build_app
+    except ImportError as e:
+        rt.close()
+        fail(f"sandgym serve needs OpenEnv ({e}): pip install 'sandgym[serve]'")
+
+    env_kwargs = {"mode": mode, "max_turns": max_turns, "reward": reward, "runtime": rt}
+    if tasks is not None:
+        env_kwargs["tasks"] = tasks
+    try:
+        api = build_app(env, env_kwargs, max_sessions=max_sessions,
+                        session_timeout=session_timeout or None, close_runtime=True)
+    except (ValueError, TypeError, RuntimeUnavailable) as e:  # TaskSpecError is a ValueError
+        rt.close()
+        fail(str(e))
+    err_console.print(f"serving {env} on http://{host}:{port} (WebSocket /ws) · max {max_sessions} sessions · "
+                      f"session timeout {session_timeout or 'none'} s · runtime {runtime}", highlight=False)
+    try:
+        uvicorn.run(api, host=host, port=port, log_level=log_level)
+    finally:
+        rt.close()  # normally closed already at app shutdown; closing twice is harmless
+
+
+@app.command("report")
+def report_cmd(
+    run_dir: Path = typer.Argument(..., help="A folder written by `sandgym eval`."),
+    out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default RUN_DIR/report.html)."),
+):
+    """Write a self-contained HTML report of a run."""
+    from .report import write_report
+    from .runs import RunError
+
+    try:
+        path = write_report(run_dir, out)
+    except RunError as e:
+        fail(str(e))
+    console.print(f"report: {path}")
+
+
+@app.command("leaderboard")
+def leaderboard_cmd(
+    run_dirs: list[Path] = typer.Argument(..., help="Run folders made on the same task set."),
+    as_json: bool = typer.Option(False, "--json", help="Print rows as JSON instead of a table."),
+):
+    """Rank runs on the same task_set_hash by mean reward, with 95% confidence intervals."""
+    from .leaderboard import LeaderboardError, rank
+    from .runs import RunError
+
+    try:
+        board = rank(run_dirs)
+    except (LeaderboardError, RunError) as e:
+        fail(str(e))
+    if as_json:
+        console.print_json(json.dumps({"task_set": board.task_set, "task_set_hash": board.task_set_hash,
+                                       "rows": board.to_rows(), "warnings": board.warnings}))
+        return
+    table = Table(title=f"{board.task_set} · {board.task_set_hash[:19]}")
+    for col in ("rank", "policy", "mean reward", "95% CI", "scored", "episodes", "env_error", "not_executed", "run"):
+        table.add_column(col)
+    for row in board.to_rows():
+        ci = "n/a" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        mean = "n/a" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
+        table.add_row(str(row["rank"]), row["policy"], mean, ci, str(row["n_scored"]), str(row["n_episodes"]),
+                      str(row["env_error"]), str(row["not_executed"]), str(row["run_dir"]))
+    console.print(table)
+    for w in board.warnings:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
 @tasks_import_app.command("humaneval")
 def import_humaneval_cmd(
     file: Path = typer.Argument(..., help="HumanEval JSONL or JSONL.gz file."),

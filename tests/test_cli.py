@@ -458,3 +458,27 @@ def test_example_script_runs():
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("| passed") == 2
+
+
+def test_report_and_leaderboard_commands(tmp_path):
+    """eval two policies on the bundled set's first tasks, then report and rank them."""
+    from sandgym.specs import TaskSet, bundled_task_set
+
+    ids = TaskSet.load(bundled_task_set()).ids[:3]
+    picks = [arg for tid in ids for arg in ("--task-id", tid)]
+    for policy in ("oracle", "null"):
+        res = runner.invoke(app, ["eval", "--policy", policy, "--out", str(tmp_path / policy), *picks])
+        assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["report", str(tmp_path / "oracle")])
+    assert res.exit_code == 0, res.output
+    html = (tmp_path / "oracle" / "report.html").read_text()
+    assert "passed 3 of 3 scored" in html
+    res = runner.invoke(app, ["leaderboard", str(tmp_path / "null"), str(tmp_path / "oracle"), "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.stdout)["rows"]
+    assert [r["policy"] for r in rows] == ["oracle", "null"]
+    assert rows[0]["mean_reward"] == 1.0 and rows[1]["mean_reward"] == 0.0
+    res = runner.invoke(app, ["leaderboard", str(tmp_path / "oracle"), str(tmp_path / "nope")])
+    assert res.exit_code == 2 and "nope" in res.output
+    res = runner.invoke(app, ["report", str(tmp_path / "nope")])
+    assert res.exit_code == 2

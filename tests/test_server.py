@@ -1,0 +1,360 @@
+"""`sandgym serve`: real servers in subprocesses, driven by openenv's own client.
+
+Two servers run for the whole module: one single-turn (sessions time out
+after 60 s, at most 3 at once) and one multi-turn (sessions time out after
+2 s). Sandboxes are real; a sandbox shows up as processes of the sandbox
+user under the server process, which is how the tests see one close.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sandgym.specs import TaskSet, bundled_task_set
+
+SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
+TASK = "basic/second-largest"
+VENV_BIN = Path(sys.executable).parent
+STARTUP_S = 90.0
+
+
+def _client_class():
+    # openenv imports its Gradio web UI eagerly (seconds on a busy machine);
+    # the client never uses it. Blocked only while openenv is imported.
+    blocked = "gradio" not in sys.modules
+    if blocked:
+        sys.modules["gradio"] = None  # type: ignore[assignment]
+    try:
+        from openenv import GenericEnvClient
+    finally:
+        if blocked and sys.modules.get("gradio", 0) is None:
+            del sys.modules["gradio"]
+    return GenericEnvClient
+
+
+def fence(code: str) -> str:
+    return f"```python\n{code}```"
+
+
+def sandbox_processes(root: int) -> set[int]:
+    """Processes of the sandbox user that descend from `root`."""
+    children: dict[int, list[tuple[int, int]]] = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append((int(p), os.stat(f"/proc/{p}").st_uid))
+        except (OSError, ValueError, IndexError):
+            pass
+    found, todo = set(), [root]
+    while todo:
+        for pid, uid in children.get(todo.pop(), []):
+            todo.append(pid)
+            if uid == SANDBOX_UID:
+                found.add(pid)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_until(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """One `sandgym serve` subprocess."""
+
+    def __init__(self, log: Path, *args: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log
+        self._log = open(log, "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sandgym.cli", "serve", "--env", "sandgym/CodeFunction-v0",
+             "--host", "127.0.0.1", "--port", str(self.port), *args],
+            stdout=self._log, stderr=subprocess.STDOUT)
+        self.seen: set[int] = set()  # every sandbox process ever seen under this server
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+    def wait_healthy(self, deadline: float) -> None:
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2).status_code == 200:
+                    self.baseline = self.procs()  # the runtime's zygote, started with the app
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"server not healthy after {STARTUP_S} s:\n{self.log()}")
+
+    def procs(self) -> set[int]:
+        now = sandbox_processes(self.proc.pid)
+        self.seen |= now
+        return now
+
+    def extra(self) -> set[int]:
+        """Sandbox processes beyond the zygote's."""
+        return self.procs() - self.baseline
+
+    def client(self, **kw):
+        return _client_class()(base_url=self.url, **kw).sync()
+
+    def stop(self) -> None:
+        """SIGTERM; the server must exit cleanly and leave no sandbox behind."""
+        if self.proc.poll() is None:
+            self.procs()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError(f"server ignored SIGTERM:\n{self.log()}")
+        self._log.close()
+        wait_until(lambda: not any(alive(p) for p in self.seen), 10, "sandboxes to end with the server")
+        # uvicorn shuts down, then re-raises the signal it caught: -SIGTERM is a clean exit.
+        assert self.proc.returncode in (0, -signal.SIGTERM), f"exit {self.proc.returncode}:\n{self.log()}"
+        assert "Application shutdown complete" in self.log(), self.log()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    logs = tmp_path_factory.mktemp("serve")
+    single = Server(logs / "single.log", "--max-sessions", "3", "--session-timeout", "60")
+    multi = Server(logs / "multi.log", "--mode", "multi", "--max-turns", "4", "--session-timeout", "2")
+    try:
+        deadline = time.monotonic() + STARTUP_S
+        single.wait_healthy(deadline)
+        multi.wait_healthy(deadline)
+        # `openenv validate` spends seconds importing; it runs while the other tests do.
+        single.validate = subprocess.Popen([str(VENV_BIN / "openenv"), "validate", "--url", single.url, "--json"],
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        yield single, multi
+    finally:
+        errors = []
+        for s in (single, multi):
+            try:
+                s.stop()
+            except AssertionError as e:
+                errors.append(str(e))
+        validate = getattr(single, "validate", None)
+        if validate is not None and validate.poll() is None:
+            validate.kill()
+            validate.wait()
+        assert not errors, "\n".join(errors)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return TaskSet.load(bundled_task_set("code_function")).get(TASK)
+
+
+def test_http_endpoints(servers):
+    single, _ = servers
+    assert httpx.get(f"{single.url}/health").json() == {"status": "healthy"}
+    schema = httpx.get(f"{single.url}/schema").json()
+    assert schema["action"]["required"] == ["text"]
+    assert schema["action"]["additionalProperties"] is False
+    for field in ("task", "feedback", "outcome", "reward_valid", "tests", "turn", "max_turns", "done", "reward"):
+        assert field in schema["observation"]["properties"], field
+    for field in ("episode_id", "step_count", "task_id", "env_id"):
+        assert field in schema["state"]["properties"], field
+    meta = httpx.get(f"{single.url}/metadata").json()
+    assert meta["name"] == "sandgym/CodeFunction-v0" and "hidden tests" in meta["description"]
+    # OpenEnv's stateless HTTP reset: a fresh env for the request, task_id honoured.
+    reset = httpx.post(f"{single.url}/reset", json={"task_id": TASK}, timeout=30).json()
+    assert reset["done"] is False and "second_largest" in reset["observation"]["task"]
+
+
+def test_single_turn_episode(servers, task):
+    single, _ = servers
+    with single.client() as env:
+        r = env.reset(task_id=TASK, episode_id="ep-1")
+        assert r.done is False and r.reward is None
+        assert "second_largest" in r.observation["task"] and r.observation["task_id"] == TASK
+        assert env.state() == {"episode_id": "ep-1", "step_count": 0, "env_id": "sandgym/CodeFunction-v0",
+                               "task_id": TASK, "done": False}
+
+        r = env.step({"text": "Here it is:\n" + fence(task.hidden.reference_solution)})
+        assert r.done is True and r.reward == 1.0
+        obs = r.observation
+        assert obs["outcome"] == "passed" and obs["reward_valid"] is True and obs["pass_rate"] == 1.0
+        assert obs["tests"] and all(t["status"] == "passed" for t in obs["tests"])
+        assert obs["turn"] == obs["max_turns"] == 1 and "Verdict: passed" in obs["feedback"]
+        state = env.state()
+        assert state["episode_id"] == "ep-1" and state["step_count"] == 1 and state["done"] is True
+        with pytest.raises(RuntimeError, match="episode is over"):
+            env.step({"text": fence(task.hidden.reference_solution)})
+
+        r = env.reset(task_id=TASK)  # a new episode in the same session
+        state = env.state()
+        assert state["step_count"] == 0 and state["episode_id"] not in (None, "ep-1")
+        r = env.step({"text": fence("def second_largest(nums):\n    return max(nums)\n")})
+        assert r.done is True and r.reward == 0.0
+        assert r.observation["outcome"] == "failed" and r.observation["reward_valid"] is True
+
+        with pytest.raises(RuntimeError, match="unknown task id 'nope'.*choices"):
+            env.reset(task_id="nope")
+        with pytest.raises(RuntimeError, match="unknown reset argument"):
+            env.reset(task="x")
+        env.reset(task_id=TASK)
+        with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
+            env.step({"text": "x", "code": "y"})  # extra fields are refused
+
+
+def test_multi_turn_episode(servers, task):
+    _, multi = servers
+    with multi.client() as env:
+        r = env.reset(task_id=TASK)
+        assert r.observation["mode"] == "multi" and r.observation["max_turns"] == 4
+        r = env.step({"text": fence("def second_largest(nums):\n    return max(nums)\n")})
+        assert r.done is False and r.reward == 0.0
+        assert "FAILED" in r.observation["feedback"] and r.observation["tool"] == "run"
+        assert r.observation["outcome"] is None
+        r = env.step({"text": fence(task.hidden.reference_solution)})
+        assert r.done is False and "PASSED" in r.observation["feedback"]
+        assert "FAILED" not in r.observation["feedback"]
+        r = env.step({"text": "SUBMIT"})  # submits the code run last
+        assert r.done is True and r.reward == 1.0 and r.observation["outcome"] == "passed"
+        assert r.observation["tool"] == "submit" and r.observation["turn"] == 3
+        assert env.state()["step_count"] == 3
+
+
+def test_concurrent_sessions_are_apart(servers, task):
+    single, _ = servers
+    good = fence(task.hidden.reference_solution)
+    with single.client() as a, single.client() as b:
+        a.reset(task_id=TASK)
+        b.reset(task_id="basic/edit-distance")
+        sa, sb = a.state(), b.state()
+        assert sa["episode_id"] != sb["episode_id"]
+        assert (sa["task_id"], sb["task_id"]) == (TASK, "basic/edit-distance")
+        results = {}
+        threads = [threading.Thread(target=lambda: results.__setitem__("a", a.step({"text": good}))),
+                   threading.Thread(target=lambda: results.__setitem__(
+                       "b", b.step({"text": fence("def edit_distance(a, b):\n    return 0\n")})))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert results["a"].reward == 1.0 and results["a"].observation["task_id"] == TASK
+        assert results["b"].reward == 0.0 and results["b"].observation["task_id"] == "basic/edit-distance"
+        b.reset(task_id="basic/edit-distance")  # b's new episode leaves a's finished one alone
+        assert a.state() == {**sa, "step_count": 1, "done": True}
+        assert b.state()["step_count"] == 0
+
+
+def test_capacity_is_bounded_and_released_on_close(servers):
+    single, _ = servers
+    clients = [single.client() for _ in range(3)]
+    try:
+        for c in clients:
+            c.reset(task_id=TASK)
+        extra = single.client()
+        with pytest.raises((RuntimeError, ConnectionError), match="CAPACITY_REACHED|capacity"):
+            extra.reset(task_id=TASK)
+        extra.close()
+        clients.pop().close()  # a closed session frees its slot at once
+        with single.client() as again:
+            assert again.reset(task_id=TASK).observation["task_id"] == TASK
+    finally:
+        for c in clients:
+            c.close()
+
+
+def test_closed_session_leaves_no_sandbox(servers):
+    _, multi = servers
+    with multi.client() as env:
+        env.reset(task_id=TASK)
+        env.step({"text": fence("def second_largest(nums):\n    return None\n")})
+        assert multi.extra(), "a run step keeps the agent's sandbox up"
+    wait_until(lambda: not multi.extra(), 10, "the closed session's sandbox to go")
+
+
+def test_dropped_connection_closes_the_session(servers):
+    """A client that vanishes (killed, network gone) without a close message."""
+    from websockets.sync.client import connect
+
+    _, multi = servers
+    with connect(f"ws://127.0.0.1:{multi.port}/ws") as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"task_id": TASK}}))
+        assert json.loads(ws.recv(timeout=30))["type"] == "observation"
+        ws.send(json.dumps({"type": "step", "data": {"text": fence("def second_largest(nums):\n    return 0\n")}}))
+        reply = json.loads(ws.recv(timeout=30))
+        assert reply["type"] == "observation" and reply["data"]["done"] is False
+        assert multi.extra()
+        ws.socket.shutdown(socket.SHUT_RDWR)  # no close message, no close handshake
+    wait_until(lambda: not multi.extra(), 10, "the dropped session's sandbox to go")
+
+
+def test_abandoned_session_is_reaped(servers):
+    """A client that keeps its connection but stops acting: openenv's idle
+    timeout (2 s here; its reaper looks every 5 s) closes the session."""
+    _, multi = servers
+    env = multi.client()
+    try:
+        env.reset(task_id=TASK)
+        env.step({"text": fence("def second_largest(nums):\n    return 0\n")})
+        assert multi.extra()
+        wait_until(lambda: not multi.extra(), 2 + 5 + 8, "the idle session to be reaped")
+        with pytest.raises(RuntimeError, match="session is closed"):
+            env.step({"text": "SUBMIT"})
+    finally:
+        env.close()
+
+
+def test_openenv_validate(servers):
+    single, _ = servers
+    out, err = single.validate.communicate(timeout=120)
+    assert single.validate.returncode == 0, out + err
+    report = json.loads(out)
+    assert report["passed"] is True
+    assert {c["id"] for c in report["criteria"]} >= {"health_endpoint", "schema_endpoint", "metadata_endpoint",
+                                                      "mcp_endpoint", "openapi_version_available"}
+
+
+def test_shutdown_closes_open_sessions(servers):
+    """SIGTERM with a session and its sandbox still open: the server exits 0
+    and the sandbox goes with it."""
+    _, multi = servers
+    env = multi.client()
+    try:
+        env.reset(task_id=TASK)
+        env.step({"text": fence("def second_largest(nums):\n    return 0\n")})
+        assert multi.extra()
+        multi.stop()
+    finally:
+        env.close()
