@@ -337,7 +337,7 @@ def _reward_table(recs: list[EpisodeRecord]) -> str:
     order = sorted(recs, key=lambda r: (r.reward is None, -(r.reward or 0.0), r.task_id, r.episode_id))
     rows = []
     for r in order:
-        reward = (f'<span class="na">not scored</span>' if r.reward is None
+        reward = ('<span class="na">not scored</span>' if r.reward is None
                   else f"{r.reward:.3f}")
         pr = '<span class="na">—</span>' if r.pass_rate is None else f"{r.pass_rate:.3f}"
         rows.append(
