@@ -9,6 +9,7 @@ episode is recorded on that episode as `env_error`, never a crash of the run.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import traceback
@@ -53,8 +54,11 @@ class EvalRun:
         self.concurrency = concurrency
         self.seed = seed
         self.env_kwargs = dict(env_kwargs or {})
-        # Bad env options fail here, before any episode, not as N env_errors.
-        gymnasium.make(self.env_id, tasks=task_set, runtime=runtime, **self.env_kwargs).close()
+        # Bad env options fail here, before any episode, not as N env_errors;
+        # records carry the env's effective settings, defaults included.
+        probe = gymnasium.make(self.env_id, tasks=task_set, runtime=runtime, **self.env_kwargs)
+        self.env_kwargs = {**getattr(probe.unwrapped, "config", {}), **self.env_kwargs}
+        probe.close()
         self.run_id = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
         self.records: list[EpisodeRecord] = []
@@ -185,7 +189,10 @@ class EvalRun:
                 # On an interrupt, queued episodes are dropped and running ones finish.
                 pool.shutdown(wait=True, cancel_futures=True)
         summary = self.summary(time.perf_counter() - t0)
-        (self.out_dir / SUMMARY).write_text(json.dumps(summary.model_dump(), indent=2) + "\n")
+        # Written aside, then renamed: a crash never leaves half a summary.
+        tmp = self.out_dir / f".{SUMMARY}.tmp"
+        tmp.write_text(json.dumps(summary.model_dump(), indent=2) + "\n")
+        os.replace(tmp, self.out_dir / SUMMARY)
         return summary
 
     def summary(self, wall_s: float) -> Summary:

@@ -102,6 +102,12 @@ class CodeFunctionEnv(gym.Env):
         self._done = True
         self._obs: dict[str, str] = {}
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """The settings that shape episodes, as make() kwargs (for records)."""
+        return {"mode": self.mode, "max_turns": self.max_turns, "reward": self.reward_scheme,
+                "verifier_retries": self.verifier_retries}
+
     # -- gymnasium API ---------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
