@@ -439,3 +439,17 @@ def test_monkeypatching_the_candidate_side_does_not_help(runtime, host_guard):
         "    return 0\n"
     )
     assert judge(runtime, ADD, code).outcome == "failed"
+
+
+@pytest.mark.parametrize("junk", [
+    b"[" * 200000 + b"\n",  # nested beyond any parser's recursion limit
+    b"not json\n",
+    b'{"loaded": true}\n{"value": {"d": [[[1], 2]]}}\n',  # an unhashable dict key
+    b"x" * (70 << 20),  # larger than the judge reads
+])
+def test_forging_protocol_messages_cannot_force_an_infrastructure_error(runtime, host_guard, junk):
+    # The candidate writes straight onto its reply pipe (fd 4) at import time.
+    code = f"import os\nos.write(4, {junk!r})\ndef add(a, b):\n    return a + b\n"
+    task = ADD.model_copy(update={"visible": ADD.visible.model_copy(update={"timeout_s": 10})})
+    v = judge(runtime, task, code)
+    assert v.outcome in ("failed", "timeout")

@@ -298,8 +298,14 @@ def main():
     except CallTimeout:
         record["load_error"] = "out of time while loading the code"
         record["tests"] = [{"name": n, "status": "timeout", "detail": "not run: out of time"} for n in names]
-    except (CandidateGone, ValueError) as e:
-        record["load_error"] = (cand.exit_detail() if isinstance(e, CandidateGone) else str(e)) + " while loading"
+    except CandidateGone:
+        record["load_error"] = cand.exit_detail() + " while loading"
+        record["tests"] = [{"name": n, "status": "failed", "detail": record["load_error"]} for n in names]
+    except Exception as e:
+        # Past the handshake, whatever breaks the judge came from the
+        # candidate's side (say, a reply nested too deep to parse): that is
+        # the candidate's failure, never an infrastructure error it forced.
+        record["load_error"] = f"the candidate's side sent what cannot be read ({type(e).__name__}: {str(e)[:200]})"
         record["tests"] = [{"name": n, "status": "failed", "detail": record["load_error"]} for n in names]
     finally:
         cand.stop()
