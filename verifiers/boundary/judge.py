@@ -97,7 +97,7 @@ class Candidate:
                 os._exit(code)
         for fd in (to_child_r, from_child_w, out_w):
             os.close(fd)
-        self.pid, self.w, self.r, self.buf = pid, to_child_w, from_child_r, b""
+        self.pid, self.w, self.r, self.buf = pid, to_child_w, from_child_r, bytearray()
         self.out_r = out_r
 
     def load(self):
@@ -136,7 +136,10 @@ class Candidate:
             raise CandidateGone()
 
     def _recv(self):
-        while b"\n" not in self.buf:
+        # A bytearray grows in amortized O(1) and only new bytes are scanned:
+        # a flood of junk costs linear time, not quadratic.
+        end = self.buf.find(b"\n")
+        while end < 0:
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise CallTimeout()
@@ -146,10 +149,13 @@ class Candidate:
             chunk = os.read(self.r, 1 << 20)
             if not chunk:
                 raise CandidateGone()
+            scanned = len(self.buf)
             self.buf += chunk
             if len(self.buf) > MAX_REPLY:
                 raise ValueError("the candidate's reply is larger than 64 MiB")
-        line, self.buf = self.buf.split(b"\n", 1)
+            end = self.buf.find(b"\n", scanned)
+        line = bytes(self.buf[:end])
+        del self.buf[:end + 1]
         msg = json.loads(line)
         if type(msg) is not dict:
             raise ValueError("malformed reply from the candidate process")
