@@ -12,10 +12,10 @@ from .base import (
     SandboxSpec,
 )
 
-# Runtime names the CLI and envs accept. Only `local` is built so far; the
-# others are named so that an error can say what will come.
-RUNTIME_NAMES = ("local",)
-PLANNED_RUNTIMES = ("docker", "docker:runsc", "docker:kata", "kubernetes")
+# Runtime names the CLI and envs accept; `kubernetes` is named so that an
+# error can say it will come.
+RUNTIME_NAMES = ("local", "docker", "docker:runsc", "docker:kata")
+PLANNED_RUNTIMES = ("kubernetes",)
 
 
 def get_runtime(name: str) -> Runtime:
@@ -24,6 +24,13 @@ def get_runtime(name: str) -> Runtime:
         from .local import LocalRuntime
 
         return LocalRuntime()
+    if name == "docker" or name.startswith("docker:"):
+        from .docker import DockerRuntime
+
+        oci = name.split(":", 1)[1] if ":" in name else "runc"
+        if oci not in ("runc", "runsc", "kata"):
+            raise ValueError(f"unknown runtime {name!r}; choices: {', '.join(RUNTIME_NAMES)}")
+        return DockerRuntime(oci)
     if name in PLANNED_RUNTIMES:
         raise RuntimeUnavailable(
             f"runtime {name!r} is not part of this version of sandgym yet; available: {', '.join(RUNTIME_NAMES)}"

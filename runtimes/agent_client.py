@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import select
 import socket
 import threading
@@ -19,31 +18,59 @@ REPLY_GRACE_S = 15.0
 
 
 class AgentChannel:
-    """One request, one reply over a pair of file descriptors."""
+    """One request, one reply over a stream socket to the agent.
 
-    def __init__(self, write_fd: int, read_fd: int, describe: str, sock: socket.socket | None = None):
-        self._w = write_fd
-        self._r = read_fd
-        self._describe = describe
-        # A socket channel can carry file descriptors (the zygote hands
-        # over new sandboxes' channels that way).
+    `demux`: the socket is a Docker attach stream, where the agent's stdout
+    arrives in Docker's multiplexed frames (8-byte header: stream, size).
+    """
+
+    def __init__(self, sock: socket.socket, describe: str, demux: bool = False):
         self._sock = sock
+        self._describe = describe
+        self._demux = demux
+        self._raw = bytearray()  # demux: bytes not yet split into frames
+        self._out = bytearray()  # demux: the agent's stdout, in order
+        self.stderr_tail = bytearray()  # demux: the agent's stderr, last 64 KiB
         self._lock = threading.Lock()
         self.broken: str | None = None
         self.received_fd: int | None = None
 
-    def _read_exact(self, n: int, deadline: float) -> bytes:
-        chunks = []
-        while n:
+    def _recv_chunk(self, n: int, deadline: float) -> bytes:
+        while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SandboxError(f"{self._describe}: no reply from the in-sandbox agent in time")
-            ready, _, _ = select.select([self._r], [], [], left)
+            ready, _, _ = select.select([self._sock], [], [], left)
             if not ready:
                 continue
-            chunk = os.read(self._r, min(n, 1 << 20))
+            chunk = self._sock.recv(n)
             if not chunk:
                 raise SandboxError(f"{self._describe}: the in-sandbox agent exited")
+            return chunk
+
+    def _recv_some(self, n: int, deadline: float) -> bytes:
+        if not self._demux:
+            return self._recv_chunk(min(n, 1 << 20), deadline)
+        while not self._out:
+            self._raw += self._recv_chunk(1 << 20, deadline)
+            while len(self._raw) >= 8:
+                stream, size = self._raw[0], int.from_bytes(self._raw[4:8], "big")
+                if len(self._raw) < 8 + size:
+                    break
+                payload = bytes(self._raw[8:8 + size])
+                del self._raw[:8 + size]
+                if stream == 1:
+                    self._out += payload
+                else:
+                    self.stderr_tail = (self.stderr_tail + payload)[-(64 << 10):]
+        chunk = bytes(self._out[:n])
+        del self._out[:n]
+        return chunk
+
+    def _read_exact(self, n: int, deadline: float) -> bytes:
+        chunks = []
+        while n:
+            chunk = self._recv_some(n, deadline)
             chunks.append(chunk)
             n -= len(chunk)
         return b"".join(chunks)
@@ -62,10 +89,7 @@ class AgentChannel:
             if self.broken:
                 raise SandboxError(self.broken)
             try:
-                data = encode_frame(header, body)
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(self._w, view):]
+                self._sock.sendall(encode_frame(header, body))
                 reply, payload = self.read_reply(timeout)
                 if reply.get("fd_follows") and self._sock is not None:
                     _, fds, _, _ = socket.recv_fds(self._sock, 1, 1)

@@ -159,6 +159,9 @@ class Sandbox(abc.ABC):
 class Runtime(abc.ABC):
     name: str
     isolation: str
+    # Whether code in a sandbox may create user namespaces (the verifier
+    # then puts the candidate in PID/user/mount namespaces of its own).
+    nested_namespaces: bool = True
 
     @abc.abstractmethod
     def create(self, spec: SandboxSpec | None = None) -> Sandbox: ...

@@ -212,7 +212,7 @@ class _BwrapProcess:
         finally:
             child_sock.close()
         self.sock = host_sock
-        self.channel = AgentChannel(host_sock.fileno(), host_sock.fileno(), describe, sock=host_sock)
+        self.channel = AgentChannel(host_sock, describe)
 
     def stderr_text(self) -> str:
         try:
@@ -387,7 +387,7 @@ class LocalRuntime(Runtime):
         except SandboxError as e:
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
         sock = socket.socket(fileno=fd)
-        channel = AgentChannel(fd, fd, f"sandbox {sid}")
+        channel = AgentChannel(sock, f"sandbox {sid}")
         pid = reply["pid"]
 
         def closer(clean: bool) -> None:

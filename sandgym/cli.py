@@ -18,7 +18,9 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Gymnasium environments for LLM agents, run in sandboxes, judged by verifiers.")
 tasks_app = typer.Typer(no_args_is_help=True, help="Task sets: import, inspect, validate, schema.")
 tasks_import_app = typer.Typer(no_args_is_help=True, help="Import task sets from public formats.")
+images_app = typer.Typer(no_args_is_help=True, help="Container images for the docker runtimes, built here.")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(images_app, name="images")
 tasks_app.add_typer(tasks_import_app, name="import")
 
 console = Console()
@@ -60,7 +62,7 @@ def eval_cmd(
     env: str = typer.Option("sandgym/CodeFunction-v0", "--env", help="Registered env id."),
     tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the bundled set)."),
     policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE | openai:MODEL@BASE_URL"),
-    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local"),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
     out: Path = typer.Option(Path("runs/latest"), "--out", help="Folder for trajectories.jsonl and summary.json."),
     seed: int = typer.Option(0, "--seed", help="Seed passed to every reset."),
@@ -127,7 +129,7 @@ def serve_cmd(
     mode: str = typer.Option("single", "--mode", help="single | multi (code-function family)."),
     max_turns: int = typer.Option(5, "--max-turns", min=1, help="Turns per episode in multi mode."),
     reward: str = typer.Option("binary", "--reward", help="binary | pass_rate"),
-    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local"),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ):
     """Serve an env to OpenEnv clients (WebSocket /ws; /health, /schema, /metadata)."""
@@ -212,6 +214,56 @@ def leaderboard_cmd(
     console.print(table)
     for w in board.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+@images_app.command("build")
+def images_build_cmd(
+    family: str = typer.Option("code_function", "--family", help="Which family's image."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the tagged image exists."),
+):
+    """Build a family's image with debootstrap and `docker import` (no registry), cached by content hash."""
+    from .runtimes import RuntimeUnavailable
+    from .runtimes.images import build
+
+    try:
+        build(family, force=force, log=lambda m: err_console.print(m, highlight=False))
+    except (ValueError, RuntimeUnavailable) as e:
+        fail(str(e))
+
+
+@images_app.command("list")
+def images_list_cmd():
+    """List the images sandgym built."""
+    from .runtimes import RuntimeUnavailable
+    from .runtimes.images import list_images
+
+    try:
+        rows = list_images()
+    except RuntimeUnavailable as e:
+        fail(str(e))
+    table = Table()
+    for col in ("tag", "family", "id", "size MB", "created"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["tag"], r["family"], r["id"], str(r["size_mb"]), r["created"][:19])
+    console.print(table)
+
+
+@app.command("gc")
+def gc_cmd(all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of live processes.")):
+    """Remove leaked sandboxes: containers whose owner died or whose expiry passed.
+
+    Local (namespace) sandboxes die with the process that made them; they
+    never need collecting.
+    """
+    from .runtimes import RuntimeUnavailable
+    from .runtimes.docker import reap
+
+    try:
+        removed = reap(include_live_owners=all_)
+    except RuntimeUnavailable as e:
+        fail(str(e))
+    console.print(f"removed {len(removed)} sandbox container(s)" + (f": {', '.join(removed)}" if removed else ""))
 
 
 @tasks_import_app.command("humaneval")

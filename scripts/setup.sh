@@ -12,6 +12,11 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Chromium (reports are checked in a real browser; Playwright drives it).
 need=()
 [ -x /usr/lib/chromium/chromium ] || need+=(chromium)
+# The docker runtimes: the Docker Engine, gVisor (runsc), and debootstrap
+# to build images here with no registry.
+command -v dockerd >/dev/null || need+=(docker.io)
+command -v runsc >/dev/null || need+=(runsc)
+command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v setpriv >/dev/null || need+=(util-linux)
 [ -x /usr/bin/python3 ] || need+=(python3)
@@ -35,3 +40,8 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.sandgym-lock 2>/dev/null)" != "$
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
   echo "$lock_sum" > .venv/.sandgym-lock
 fi
+
+# The Docker Engine, with gVisor registered, started when not running; then
+# the images the docker runtimes use (cached: instant when up to date).
+bash scripts/docker-engine.sh
+.venv/bin/sandgym images build

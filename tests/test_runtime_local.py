@@ -252,7 +252,7 @@ def test_runtime_names():
     with pytest.raises(ValueError, match="choices: local"):
         get_runtime("nope")
     with pytest.raises(RuntimeUnavailable, match="not part of this version"):
-        get_runtime("docker:runsc")
+        get_runtime("kubernetes")
     with pytest.raises(SandboxError, match="namespaces"):
         LocalRuntime().create(SandboxSpec(isolation="runsc"))
 

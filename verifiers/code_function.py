@@ -125,13 +125,19 @@ def _attempt(task: CodeTaskPair, code: str, runtime: Runtime, isolation: Candida
     )
 
 
+def candidate_isolation(runtime: Runtime) -> Candidates:
+    """Namespaces of its own for the candidate where the sandbox allows them."""
+    return "pidns" if getattr(runtime, "nested_namespaces", True) else "process"
+
+
 def verify(task: CodeTaskPair, code: str, runtime: Runtime, retries: int = 2,
-           isolation: Candidates = "pidns") -> Verdict:
+           isolation: Candidates | None = None) -> Verdict:
     """Judge `code` against the hidden tests of `task`.
 
     An infrastructure error is retried up to `retries` times; every attempt
     is kept in the verdict, the first one included.
     """
+    isolation = isolation or candidate_isolation(runtime)
     attempts: list[Attempt] = []
     for _ in range(retries + 1):
         attempts.append(_attempt(task, code, runtime, isolation))

@@ -19,7 +19,7 @@ from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.spaces import UnicodeText
 from sandgym.specs import CodeTaskPair, TaskSet, bundled_task_set
-from sandgym.verifiers.code_function import boundary_mount, run_examples, verify
+from sandgym.verifiers.code_function import boundary_mount, candidate_isolation, run_examples, verify
 from sandgym.verifiers.models import RewardScheme, Verdict
 
 from .actions import parse_action
@@ -144,7 +144,8 @@ class CodeFunctionEnv(gym.Env):
             return self._observe(f"{parsed.problem}. Turn {self._turn} of {self.max_turns}.", "invalid")
         self._last_code = parsed.code
         t0 = time.perf_counter()
-        feedback = run_examples(self._agent_sandbox(), self.task, parsed.code)
+        feedback = run_examples(self._agent_sandbox(), self.task, parsed.code,
+                                candidate_isolation(self.runtime))
         self.timings["exec_s"] += time.perf_counter() - t0
         return self._observe(f"{feedback}\n\nTurn {self._turn} of {self.max_turns}.", "run")
 

@@ -1,0 +1,238 @@
+"""The `docker` backends: the Docker Engine with runc, gVisor (runsc) or Kata.
+
+Every sandbox is one container: network none, read-only root filesystem
+with tmpfs for the workspace and /tmp, every capability dropped,
+no-new-privileges, pids/memory/CPU limits, a non-root user, and labels
+(owner, run, expiry) by which `sandgym gc` finds leaks after a crash. The
+same in-sandbox agent as the local backend runs as the container's
+command, reached over the container's attach stream: a warm exec is one
+message and a fork, not a `docker exec`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from .agent_client import AgentChannel, exec_request
+from .base import (
+    ExecResult,
+    Runtime,
+    RuntimeUnavailable,
+    Sandbox,
+    SandboxError,
+    SandboxInfo,
+    SandboxSpec,
+)
+from .images import _docker, default_image, image_exists
+from .staging import stage_dir
+
+AGENT_DIR = "/opt/sandgym/agent"
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+READY_TIMEOUT_S = 60.0
+OWNER_LABEL = "sandgym.owner"  # host:pid of the process that made it
+RUN_LABEL = "sandgym.run"
+EXPIRES_LABEL = "sandgym.expires"  # unix time after which gc may remove it
+ISOLATION = {"runc": "runc", "runsc": "runsc", "kata": "kata"}
+# Registered names tried for each isolation, in order.
+OCI_NAMES = {"runc": ("runc",), "runsc": ("runsc",), "kata": ("kata", "kata-runtime", "kata-qemu")}
+RUN_ID = uuid.uuid4().hex[:12]
+
+
+def owner_label() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def agent_config(spec: SandboxSpec) -> dict:
+    mb = 1024 * 1024
+    return {
+        "role": "sandbox",
+        "workdir": spec.workdir,
+        "lifetime_s": spec.wall_timeout_s,
+        "env": {"PATH": SANDBOX_PATH, "HOME": spec.workdir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+                "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)},
+        "limits": {"memory_bytes": spec.memory_mb * mb, "pids": spec.pids,
+                   "file_size_bytes": spec.file_size_mb * mb, "open_files": spec.open_files,
+                   "cpu_seconds": spec.cpu_seconds},
+    }
+
+
+class DockerSandbox(Sandbox):
+    def __init__(self, container, sock: socket.socket, channel: AgentChannel, spec: SandboxSpec,
+                 info: SandboxInfo):
+        self._container = container
+        self._sock = sock
+        self._channel = channel
+        self._spec = spec
+        self.info = info
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and not self._channel.broken
+
+    def _check(self) -> None:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.info.id} is closed")
+
+    def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork) -> ExecResult:
+        self._check()
+        try:
+            return exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork)
+        except SandboxError as e:
+            if self._channel.broken:
+                tail = self._channel.stderr_tail.decode("utf-8", "replace")[-800:]
+                self.close()
+                raise SandboxError(f"{e}{': ' + tail if tail else ''}") from e
+            raise
+
+    def exec(self, cmd: Sequence[str] | str, timeout: float | None = None, stdin: bytes | None = None,
+             env: Mapping[str, str] | None = None, cwd: str | None = None,
+             max_output: int = 1 << 20) -> ExecResult:
+        return self._exec(cmd, timeout, stdin, env, cwd, max_output, False)
+
+    def run_python(self, script, args=(), timeout=None, stdin=None, env=None, cwd=None,
+                   max_output=1 << 20) -> ExecResult:
+        return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True)
+
+    def put_archive(self, tar_bytes: bytes, dest: str | None = None) -> None:
+        self._check()
+        self._channel.request({"op": "put", "dest": dest or self._spec.workdir}, tar_bytes)
+
+    def get_archive(self, paths: Sequence[str]) -> bytes:
+        self._check()
+        return self._channel.request({"op": "get", "paths": list(paths)})[1]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._channel.broken:
+            try:
+                self._channel.request({"op": "shutdown"}, timeout=2.0)
+            except SandboxError:
+                pass
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+        try:
+            self._container.remove(force=True)
+        except Exception:  # already gone; gc catches anything left
+            pass
+
+
+class DockerRuntime(Runtime):
+    """Sandboxes as containers. `oci`: runc, runsc (gVisor) or kata."""
+
+    name = "docker"
+
+    def __init__(self, oci: str = "runc", image: str | None = None):
+        if oci not in ISOLATION:
+            raise ValueError(f"unknown OCI runtime {oci!r}; choices: {', '.join(ISOLATION)}")
+        self.client = _docker()
+        registered = set(self.client.info().get("Runtimes", {}))
+        names = [n for n in OCI_NAMES[oci] if n in registered]
+        if not names:
+            hint = ('register it in /etc/docker/daemon.json, e.g. {"runtimes": {"runsc": {"path": '
+                    '"/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}, and restart dockerd'
+                    if oci == "runsc" else "install and register a Kata runtime with the Docker Engine")
+            raise RuntimeUnavailable(
+                f"runtime 'docker:{oci}': the Docker Engine has no {oci} runtime "
+                f"(registered: {', '.join(sorted(registered))}); {hint}"
+            )
+        self.oci = names[0]
+        self.isolation = ISOLATION[oci]
+        # Docker's default seccomp profile refuses user namespaces under
+        # runc; gVisor implements them in its own kernel.
+        self.nested_namespaces = oci != "runc"
+        self.image = image or default_image()
+        if not image_exists(self.client, self.image):
+            raise RuntimeUnavailable(
+                f"image {self.image} is missing: run `sandgym images build` (debootstrap, no registry)"
+            )
+        self.agent_dir = stage_dir(Path(__file__).parent / "agent")
+
+    def create(self, spec: SandboxSpec | None = None) -> DockerSandbox:
+        spec = spec or SandboxSpec()
+        if spec.isolation not in (None, self.isolation):
+            raise SandboxError(f"this runtime isolates with {self.isolation}, not {spec.isolation!r}")
+        sid = f"sg-docker-{uuid.uuid4().hex[:10]}"
+        mb = spec.disk_mb
+        volumes = {str(self.agent_dir): {"bind": AGENT_DIR, "mode": "ro"}}
+        for m in spec.mounts:
+            if not os.path.exists(m.source):
+                raise SandboxError(f"mount source does not exist: {m.source}")
+            volumes[m.source] = {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+        labels = {OWNER_LABEL: owner_label(), RUN_LABEL: RUN_ID,
+                  EXPIRES_LABEL: str(int(time.time() + spec.wall_timeout_s + 60)),
+                  **{f"sandgym.label.{k}": v for k, v in spec.labels.items()}}
+        start = time.perf_counter()
+        try:
+            api = self.client.api
+            host_config = api.create_host_config(
+                binds={src: v for src, v in volumes.items()}, network_mode="none", read_only=True,
+                tmpfs={spec.workdir: f"size={mb}m,uid=1000,gid=1000,mode=0755",
+                       "/tmp": f"size={mb}m,mode=1777"},
+                cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
+                pids_limit=spec.pids, mem_limit=f"{spec.memory_mb + 64}m",
+                nano_cpus=int(spec.cpus * 1e9), runtime=self.oci,
+            )
+            # The low-level call with detach=False sets StdinOnce: the agent's
+            # stdin closes when the attach stream ends (death with the host).
+            created = api.create_container(
+                self.image, name=sid,
+                command=["python3", "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(agent_config(spec))],
+                stdin_open=True, detach=False, tty=False, user="1000:1000", working_dir=spec.workdir,
+                labels=labels, host_config=host_config,
+            )
+            container = self.client.containers.get(created["Id"])
+        except Exception as e:
+            raise SandboxError(f"could not create sandbox {sid}: {e}") from e
+        try:
+            attach = self.client.api.attach_socket(
+                container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            sock = attach._sock  # the hijacked HTTP connection: raw bytes both ways
+            sock.setblocking(True)
+            container.start()
+            channel = AgentChannel(sock, f"sandbox {sid}", demux=True)
+            ready, _ = channel.read_reply(READY_TIMEOUT_S)
+            if not ready.get("ready"):
+                raise SandboxError(f"unexpected first message {ready!r}")
+        except Exception as e:
+            logs = ""
+            try:
+                logs = container.logs(tail=20).decode("utf-8", "replace")
+                container.remove(force=True)
+            except Exception:
+                pass
+            raise SandboxError(f"could not start sandbox {sid}: {e} {logs}".strip()) from e
+        info = SandboxInfo(backend="docker", isolation=self.isolation, id=sid,
+                           create_s=time.perf_counter() - start, labels=dict(spec.labels))
+        return DockerSandbox(container, sock, channel, spec, info)
+
+
+def reap(include_live_owners: bool = False) -> list[str]:
+    """Remove sandgym containers whose owner process is gone or whose
+    expiry has passed (or every one, with include_live_owners). Returns
+    the names removed."""
+    client = _docker()
+    host = socket.gethostname()
+    removed = []
+    for c in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+        owner = c.labels.get(OWNER_LABEL, "")
+        expired = float(c.labels.get(EXPIRES_LABEL, "0") or 0) < time.time()
+        owner_host, _, pid = owner.partition(":")
+        owner_alive = owner_host == host and pid.isdigit() and os.path.exists(f"/proc/{pid}")
+        if include_live_owners or expired or not owner_alive:
+            try:
+                c.remove(force=True)
+                removed.append(c.name)
+            except Exception:
+                pass
+    return removed

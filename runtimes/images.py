@@ -1,0 +1,123 @@
+"""Container images built here, from Debian packages, with no registry.
+
+`debootstrap` makes a minimal Debian root filesystem with Python, `docker
+import` turns it into an image, tagged by a content hash of everything
+that decides its contents (suite, variant, packages, this recipe's
+version), so a build is skipped when the same image exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from typing import Callable
+
+from .base import RuntimeUnavailable
+
+RECIPE_VERSION = 1
+REPOSITORY = "sandgym/base"
+LABEL = "sandgym.image"
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    family: str
+    suite: str = "bookworm"
+    variant: str = "minbase"
+    # python3 in full: the agent and the verifier's judge need json,
+    # subprocess, tarfile and ctypes, which python3-minimal lacks.
+    packages: tuple[str, ...] = ("python3",)
+
+    @property
+    def digest(self) -> str:
+        canon = json.dumps({"recipe": RECIPE_VERSION, "suite": self.suite, "variant": self.variant,
+                            "packages": sorted(self.packages)}, sort_keys=True)
+        return hashlib.sha256(canon.encode()).hexdigest()[:16]
+
+    @property
+    def tag(self) -> str:
+        return f"{REPOSITORY}:{self.family}-{self.digest}"
+
+
+# What each family's sandboxes run on; families added later add a recipe.
+RECIPES = {"code_function": ImageRecipe("code_function")}
+
+
+def default_image() -> str:
+    return RECIPES["code_function"].tag
+
+
+def _docker():
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+        return client
+    except Exception as e:  # the SDK raises several kinds here
+        raise RuntimeUnavailable(
+            f"the Docker Engine does not answer ({type(e).__name__}): run scripts/setup.sh, which installs "
+            "docker.io and starts `dockerd --bridge=none --iptables=false`"
+        ) from None
+
+
+def image_exists(client, tag: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def build(family: str = "code_function", force: bool = False,
+          log: Callable[[str], None] = print) -> str:
+    """Build (or find) the image for `family`; returns its tag."""
+    if family not in RECIPES:
+        raise ValueError(f"unknown family {family!r}; choices: {', '.join(RECIPES)}")
+    recipe = RECIPES[family]
+    client = _docker()
+    if image_exists(client, recipe.tag) and not force:
+        log(f"{recipe.tag}: up to date")
+        return recipe.tag
+    if not shutil.which("debootstrap"):
+        raise RuntimeUnavailable("building images needs debootstrap: run `apt-get install debootstrap`")
+    if os.geteuid() != 0:
+        raise RuntimeUnavailable("building images with debootstrap needs root")
+    work = tempfile.mkdtemp(prefix="sandgym-image-")
+    try:
+        rootfs = os.path.join(work, "rootfs")
+        log(f"{recipe.tag}: debootstrap {recipe.suite} ({recipe.variant}, {', '.join(recipe.packages)})")
+        subprocess.run(["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(recipe.packages)}",
+                       recipe.suite, rootfs], check=True, stdout=subprocess.DEVNULL)
+        tarball = os.path.join(work, "rootfs.tar")
+        subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", tarball, "."], check=True)
+        log(f"{recipe.tag}: importing")
+        repo, tag = recipe.tag.split(":")
+        client.api.import_image_from_file(
+            tarball, repository=repo, tag=tag,
+            changes=[f'LABEL {LABEL}="{family}" sandgym.recipe="{recipe.digest}"',
+                     'ENV LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin'])
+    except subprocess.CalledProcessError as e:
+        raise RuntimeUnavailable(f"building {recipe.tag} failed: {e}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log(f"{recipe.tag}: built")
+    return recipe.tag
+
+
+def list_images() -> list[dict]:
+    client = _docker()
+    out = []
+    for image in client.images.list(filters={"label": LABEL}):
+        for tag in image.tags or ["<untagged>"]:
+            out.append({"tag": tag, "family": image.labels.get(LABEL, ""), "id": image.short_id,
+                        "size_mb": round(image.attrs.get("Size", 0) / 1e6, 1),
+                        "created": image.attrs.get("Created", "")})
+    return out
