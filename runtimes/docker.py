@@ -5,8 +5,8 @@ with tmpfs for the workspace and /tmp, every capability dropped,
 no-new-privileges, pids/memory/CPU limits, a non-root user, and labels
 (owner, run, expiry) by which `sandgym gc` finds leaks after a crash. The
 same in-sandbox agent as the local backend runs as the container's
-command, reached over the container's attach stream: a warm exec is one
-message and a fork, not a `docker exec`.
+command (PID 1), reached over the container's attach stream: a warm exec
+is one message and a fork, not a `docker exec`.
 """
 
 from __future__ import annotations
@@ -179,7 +179,9 @@ class DockerRuntime(Runtime):
                 binds={src: v for src, v in volumes.items()}, network_mode="none", read_only=True,
                 tmpfs={spec.workdir: f"size={mb}m,uid=1000,gid=1000,mode=0755",
                        "/tmp": f"size={mb}m,mode=1777"},
-                cap_drop=["ALL"], security_opt=["no-new-privileges"], init=True,
+                # No docker-init: the agent is PID 1, which processes inside
+                # cannot kill; it reaps what it starts.
+                cap_drop=["ALL"], security_opt=["no-new-privileges"], init=False,
                 pids_limit=spec.pids, mem_limit=f"{spec.memory_mb + 64}m",
                 nano_cpus=int(spec.cpus * 1e9), runtime=self.oci,
             )

@@ -153,13 +153,14 @@ def test_signalling_the_verifier(rt):
             "            except OSError: pass\n"
             "    return 'x'\n")
     v = verify(task, code, rt)
-    if not rt.nested_namespaces:
-        # docker (runc): the default seccomp profile refuses user namespaces,
-        # so the candidate shares the judge's PID namespace and uid and can
-        # kill it; that surfaces as an infrastructure error, not a score.
-        # Known gap, tracked in the docker issue.
-        pytest.xfail("runc: the candidate can signal the judge (no nested namespaces)")
-    assert v.outcome in ("failed", "timeout")
+    if rt.nested_namespaces:
+        assert v.outcome in ("failed", "timeout")
+    else:
+        # docker (runc): Docker's seccomp profile refuses user namespaces, so
+        # the candidate shares the judge's PID namespace and uid and can kill
+        # it; the agent (PID 1) survives and reports it as tampering.
+        assert v.outcome == "violation" and v.violations == ["killed the verifier"]
+    assert v.reward() == 0.0
 
 
 def test_bad_input_messages():
@@ -201,3 +202,14 @@ def test_sigkill_then_gc_leaves_no_container(tmp_path):
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "sandgym"), "gc"],
                          capture_output=True, text=True)
     assert out.returncode == 0 and "removed" in out.stdout
+
+
+def test_the_agent_survives_signals_from_inside(rt):
+    if rt.isolation == "runsc":
+        # Known gap, tracked in the docker issue: under gVisor a signal to the
+        # agent (PID 1) ends its read of the request stream and the sandbox.
+        pytest.xfail("runsc: a signal to PID 1 ends the agent's request stream")
+    with rt.create() as sb:
+        r = sb.exec(["sh", "-c", "for s in ALRM INT TERM HUP USR1 KILL; do kill -$s 1; done; echo sent"])
+        assert r.stdout == b"sent\n"
+        assert sb.exec(["echo", "alive"]).stdout == b"alive\n"

@@ -63,7 +63,13 @@ def payload_for(task: CodeTaskPair, code: str, tests: list[Example] | None, nonc
 
 
 def run_in_sandbox(sandbox, payload: dict, isolation: Candidates) -> tuple[dict | None, str]:
-    """Run the runner in `sandbox`; (record or None, what went wrong)."""
+    """Run the runner in `sandbox`; (record or None, what went wrong).
+
+    With `process` isolation the candidate shares the judge's uid and PID
+    namespace; a judge that dies by a signal while the sandbox's agent (PID
+    1, out of the candidate's reach) lives was killed from inside: that is
+    tampering, reported as a violation, never an infrastructure error.
+    """
     res = sandbox.run_python(
         f"{BOUNDARY_DIR}/runner.py",
         stdin=json.dumps(payload).encode(),
@@ -79,6 +85,8 @@ def run_in_sandbox(sandbox, payload: dict, isolation: Candidates) -> tuple[dict 
     except ValueError:
         record = None
     if not isinstance(record, dict):
+        if isolation == "process" and res.exit_code > 128 and sandbox.alive:
+            return None, f"violation: the verifier's judge was killed by signal {res.exit_code - 128}"
         return None, f"the runner wrote no record (exit {res.exit_code}): {res.text('stderr')[-1500:]}"
     if record.get("nonce") != payload["nonce"]:
         return None, "violation: the record does not carry this attempt's nonce"
@@ -111,8 +119,9 @@ def _attempt(task: CodeTaskPair, code: str, runtime: Runtime, isolation: Candida
             return Attempt(outcome=Outcome.TIMEOUT, detail="the verification ran out of time",
                            duration_s=duration, create_s=create_s)
         if problem.startswith("violation"):
+            kind = "killed the verifier" if "killed" in problem else "forged verifier record"
             return Attempt(outcome=Outcome.VIOLATION, detail=problem, duration_s=duration,
-                           create_s=create_s, violations=["forged verifier record"])
+                           create_s=create_s, violations=[kind])
         return Attempt(outcome=Outcome.ENV_ERROR, detail=problem, duration_s=duration, create_s=create_s)
     if "infra_error" in record:
         return Attempt(outcome=Outcome.ENV_ERROR, detail=record["infra_error"], duration_s=duration,

@@ -488,20 +488,32 @@ SANDBOX_OPS = {"exec": op_exec, "put": op_put, "get": op_get, "ping": _ping}
 ZYGOTE_OPS = {"spawn": op_spawn, "kill": op_kill, "ping": _ping}
 
 
+_lifetime_end = None
+
+
 def _lifetime_over(signum, frame):
-    kill_all_others()
-    os._exit(3)
+    # Commands run as the agent's uid and may send it SIGALRM themselves:
+    # only the real end of the lifetime ends the sandbox.
+    if _lifetime_end is not None and time.monotonic() >= _lifetime_end - 0.5:
+        kill_all_others()
+        os._exit(3)
 
 
 def serve(cfg):
     """Answer requests on fd 0, replies on fd 1, until the host goes away."""
     zygote = cfg.get("role") == "zygote"
     ops = ZYGOTE_OPS if zygote else SANDBOX_OPS
+    global _lifetime_end
     apply_limits(cfg.get("limits", {}))
+    # No KeyboardInterrupt: a command could send SIGINT. As PID 1 of its
+    # namespace (zygote children, containers) the agent then ignores every
+    # signal it has no handler for, SIGKILL from inside included.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     if cfg.get("lifetime_s"):
         # The sandbox's wall-clock lifetime: SIGALRM ends the agent, and
         # with it the sandbox's PID namespace. A handler, not the default
         # action: as PID 1 of a namespace the agent ignores default actions.
+        _lifetime_end = time.monotonic() + max(1, int(cfg["lifetime_s"]))
         signal.signal(signal.SIGALRM, _lifetime_over)
         signal.alarm(max(1, int(cfg["lifetime_s"])))
     # Protocol output goes to a private copy of fd 1; commands never see it.
@@ -513,7 +525,8 @@ def serve(cfg):
     while True:
         try:
             frame = read_header(0)
-        except (ValueError, OSError):
+        except (ValueError, OSError) as e:
+            sys.stderr.write(f"sandgym agent: the request stream broke: {e!r}\n")
             return 2
         if frame is None:
             break
