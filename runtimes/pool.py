@@ -1,0 +1,192 @@
+"""A warm pool: sandboxes created ahead of need, reused only after a verified reset.
+
+`acquire()` hands out an idle sandbox (a hit) or creates one on the spot (a
+miss); a background thread keeps `size` idle ones ready, creating at most
+`max_creating` at a time. `release(sb, reuse=True)` resets the sandbox
+(every process but the agent killed, workspace and /tmp emptied) and puts
+it back only if a check afterwards finds it clean; anything else is
+destroyed and replaced. Works with every backend.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+
+from .base import Runtime, Sandbox, SandboxError, SandboxSpec
+
+# Leaves only the agent (and its ancestors) alive and the writable places
+# empty; prints what is left so the host can verify.
+RESET_SCRIPT = r"""
+import os, shutil, signal, sys, time
+keep = {os.getpid()}
+pid = os.getppid()
+while pid > 0 and pid not in keep:
+    keep.add(pid)
+    try:
+        pid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+    except Exception:
+        break
+for _ in range(100):
+    others = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
+    alive = []
+    for p in others:
+        try:
+            if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+                alive.append(p)
+                os.kill(p, signal.SIGKILL)
+        except Exception:
+            pass
+    if not alive:
+        break
+    time.sleep(0.01)
+for root in sys.argv[1:]:
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+left = [n for root in sys.argv[1:] for n in os.listdir(root)]
+print(len(left))
+"""
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+class SandboxPool:
+    def __init__(self, runtime: Runtime, spec: SandboxSpec | None = None, size: int = 4,
+                 max_creating: int = 2):
+        if size < 0 or max_creating < 1:
+            raise ValueError("size must be >= 0 and max_creating >= 1")
+        self.runtime = runtime
+        self.spec = spec or SandboxSpec()
+        self.size = size
+        self.max_creating = max_creating
+        self._idle: deque[Sandbox] = deque()
+        self._lock = threading.Condition()
+        self._creating = 0
+        self._closed = False
+        self.in_use = 0
+        self.hits = self.misses = self.reused = self.destroyed = self.create_failures = 0
+        self.create_s: list[float] = []
+        self.acquire_s: list[float] = []
+        self._threads = [threading.Thread(target=self._fill, name="sandgym-pool", daemon=True)
+                         for _ in range(max_creating)]
+        for t in self._threads:
+            t.start()
+
+    # -- background replenishment ------------------------------------------------
+
+    def _fill(self) -> None:
+        while True:
+            with self._lock:
+                while not self._closed and len(self._idle) + self._creating >= self.size:
+                    self._lock.wait(0.5)
+                if self._closed:
+                    return
+                self._creating += 1
+            try:
+                sb = self.runtime.create(self.spec)
+            except SandboxError:
+                with self._lock:
+                    self._creating -= 1
+                    self.create_failures += 1
+                time.sleep(0.5)  # back off; a broken backend must not spin
+                continue
+            with self._lock:
+                self._creating -= 1
+                self.create_s.append(sb.info.create_s)
+                if self._closed:
+                    sb.close()
+                    return
+                self._idle.append(sb)
+                self._lock.notify_all()
+
+    # -- public -------------------------------------------------------------------
+
+    def acquire(self) -> Sandbox:
+        t0 = time.perf_counter()
+        with self._lock:
+            if self._closed:
+                raise SandboxError("the pool is closed")
+            while self._idle:
+                sb = self._idle.popleft()
+                if sb.alive:
+                    self.hits += 1
+                    self.in_use += 1
+                    self._lock.notify_all()
+                    self.acquire_s.append(time.perf_counter() - t0)
+                    return sb
+                self.destroyed += 1
+                sb.close()
+            self.misses += 1
+        sb = self.runtime.create(self.spec)
+        with self._lock:
+            self.create_s.append(sb.info.create_s)
+            self.in_use += 1
+            self.acquire_s.append(time.perf_counter() - t0)
+        return sb
+
+    def reset(self, sb: Sandbox) -> bool:
+        """Kill every process but the agent, empty the workspace and /tmp,
+        and check that it worked."""
+        try:
+            r = sb.exec(["python3", "-I", "-S", "-c", RESET_SCRIPT, self.spec.workdir, "/tmp"], timeout=30)
+        except SandboxError:
+            return False
+        return r.exit_code == 0 and r.stdout.strip() == b"0"
+
+    def release(self, sb: Sandbox, reuse: bool = False) -> None:
+        """Return a sandbox. With reuse, a verified reset puts it back in the
+        pool; otherwise (or if the reset fails) it is destroyed."""
+        ok = reuse and sb.alive and self.reset(sb)
+        with self._lock:
+            self.in_use -= 1
+            if ok and not self._closed:
+                # A clean sandbox back in the pool saves a create, even above size.
+                self.reused += 1
+                self._idle.appendleft(sb)  # handed out next
+                self._lock.notify_all()
+                return
+            self.destroyed += 1
+            self._lock.notify_all()
+        sb.close()
+
+    def metrics(self) -> dict:
+        with self._lock:
+            total = self.hits + self.misses
+            ms = lambda v: None if v is None else round(1000 * v, 2)  # noqa: E731
+            return {
+                "idle": len(self._idle), "in_use": self.in_use, "creating": self._creating,
+                "hits": self.hits, "misses": self.misses,
+                "hit_rate": self.hits / total if total else None,
+                "reused": self.reused, "destroyed": self.destroyed, "create_failures": self.create_failures,
+                **{f"create_ms_p{q}": ms(_percentile(self.create_s, q)) for q in (50, 95, 99)},
+                **{f"acquire_ms_p{q}": ms(_percentile(self.acquire_s, q)) for q in (50, 95, 99)},
+            }
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = list(self._idle), deque()
+            self._lock.notify_all()
+        for t in self._threads:
+            t.join(timeout=30)
+        for sb in idle:
+            sb.close()
+
+    def __enter__(self) -> "SandboxPool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
