@@ -11,11 +11,13 @@ is one message and a fork, not a `docker exec`.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import socket
 import time
 import uuid
+import weakref
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -157,6 +159,15 @@ class DockerRuntime(Runtime):
                 f"image {self.image} is missing: run `sandgym images build` (debootstrap, no registry)"
             )
         self.agent_dir = stage_dir(Path(__file__).parent / "agent")
+        # Containers outlive their maker unless removed: whatever is still
+        # open at close() or at interpreter exit is removed then (after a
+        # SIGKILL, `sandgym gc` finds them by label).
+        self._open: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        for sb in list(self._open):
+            sb.close()
 
     def create(self, spec: SandboxSpec | None = None) -> DockerSandbox:
         spec = spec or SandboxSpec()
@@ -216,7 +227,9 @@ class DockerRuntime(Runtime):
             raise SandboxError(f"could not start sandbox {sid}: {e} {logs}".strip()) from e
         info = SandboxInfo(backend="docker", isolation=self.isolation, id=sid,
                            create_s=time.perf_counter() - start, labels=dict(spec.labels))
-        return DockerSandbox(container, sock, channel, spec, info)
+        sandbox = DockerSandbox(container, sock, channel, spec, info)
+        self._open.add(sandbox)
+        return sandbox
 
 
 def reap(include_live_owners: bool = False) -> list[str]:

@@ -213,3 +213,16 @@ def test_the_agent_survives_signals_from_inside(rt):
         r = sb.exec(["sh", "-c", "for s in ALRM INT TERM HUP USR1 KILL; do kill -$s 1; done; echo sent"])
         assert r.stdout == b"sent\n"
         assert sb.exec(["echo", "alive"]).stdout == b"alive\n"
+
+
+def test_sandboxes_left_open_are_removed_at_exit():
+    script = textwrap.dedent("""
+        from sandgym.runtimes import get_runtime
+        rt = get_runtime("docker")
+        boxes = [rt.create() for _ in range(2)]
+        print(",".join(b.info.id for b in boxes), flush=True)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    names = out.stdout.strip().split(",")
+    assert len(names) == 2
+    assert not {c.name for c in sandgym_containers()} & set(names)
