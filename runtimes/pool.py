@@ -78,6 +78,7 @@ class SandboxPool:
         self._closed = False
         self.in_use = 0
         self.hits = self.misses = self.reused = self.destroyed = self.create_failures = 0
+        self.leaked = 0  # handed out and never returned when the pool closed
         self.create_s: list[float] = []
         self.acquire_s: list[float] = []
         self._threads = [threading.Thread(target=self._fill, name="sandgym-pool", daemon=True)
@@ -171,6 +172,7 @@ class SandboxPool:
                 "hits": self.hits, "misses": self.misses,
                 "hit_rate": self.hits / total if total else None,
                 "reused": self.reused, "destroyed": self.destroyed, "create_failures": self.create_failures,
+                "leaked": self.leaked,
                 **{f"create_ms_p{q}": ms(_percentile(self.create_s, q)) for q in (50, 95, 99)},
                 **{f"acquire_ms_p{q}": ms(_percentile(self.acquire_s, q)) for q in (50, 95, 99)},
             }
@@ -178,6 +180,7 @@ class SandboxPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+            self.leaked = self.in_use
             idle, self._idle = list(self._idle), deque()
             self._lock.notify_all()
         for t in self._threads:

@@ -64,3 +64,6 @@ def test_misses_when_empty_and_metrics(rt):
         pool.release(sb)
         m = pool.metrics()
         assert m["misses"] == 1 and m["hit_rate"] == 0.0 and m["create_ms_p50"] > 0 and m["acquire_ms_p95"] > 0
+        kept = pool.acquire()
+    assert pool.metrics()["leaked"] == 1  # still out when the pool closed
+    kept.close()

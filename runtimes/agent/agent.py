@@ -13,6 +13,7 @@ stream, kills whole process trees on timeout, and exits when the host's
 end of the stream closes, so a sandbox dies with the process that made it.
 """
 
+import errno
 import json
 import os
 import resource
@@ -34,12 +35,40 @@ def encode_frame(header, body=b""):
     return FRAME.pack(len(raw), len(body)) + raw + body
 
 
+TRANSIENT = (errno.EAGAIN, errno.EINTR, errno.ENOMEM)
+
+
+def _hung_up(fd):
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return any(ev & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _, ev in poller.poll(0))
+
+
 def _read_exact(fd, n):
+    """n bytes, or None at the end of the stream.
+
+    An empty read counts as the end only when poll agrees (or keeps
+    returning nothing): under gVisor a signal delivered to the agent can
+    make a read of its stdin return 0 bytes while the stream is open.
+    Transient errors (a fork bomb next door: EAGAIN, ENOMEM) are retried.
+    """
     chunks = []
+    empty = errors = 0
     while n:
-        chunk = os.read(fd, min(n, 1 << 20))
+        try:
+            chunk = os.read(fd, min(n, 1 << 20))
+        except OSError as e:
+            if e.errno in TRANSIENT and errors < 500:
+                errors += 1
+                time.sleep(0.01)
+                continue
+            raise
         if not chunk:
-            return None
+            if _hung_up(fd) or empty >= 50:
+                return None
+            empty += 1
+            time.sleep(0.01)
+            continue
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
