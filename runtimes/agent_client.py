@@ -7,10 +7,10 @@ import select
 import socket
 import threading
 import time
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from .agent.agent import FRAME, MAX_HEADER, encode_frame
-from .base import ExecResult, SandboxError
+from .base import ExecResult, Sandbox, SandboxError, SandboxInfo, SandboxSpec
 
 # Extra time the host grants the agent beyond a command's own timeout
 # before it declares the sandbox broken.
@@ -132,3 +132,75 @@ def exec_request(
         truncated=reply["truncated"],
     )
 
+
+class AgentSandbox(Sandbox):
+    """A sandbox reached through its in-sandbox agent: every backend's.
+
+    `closer(clean)` ends whatever holds the sandbox (a bubblewrap process,
+    a zygote child, a container); `clean` says the agent shut down when
+    asked. `diagnose()` gives what the backend knows when the agent is gone.
+    """
+
+    def __init__(self, channel: AgentChannel, spec: SandboxSpec, info: SandboxInfo,
+                 closer: Callable[[bool], None], diagnose: Callable[[], str]):
+        self._channel = channel
+        self._spec = spec
+        self.info = info
+        self._closer = closer
+        self._diagnose = diagnose
+        self._closed = False
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and not self._channel.broken
+
+    def _check(self) -> None:
+        if self._closed:
+            raise SandboxError(f"sandbox {self.info.id} is closed")
+
+    def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork) -> ExecResult:
+        self._check()
+        try:
+            return exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork)
+        except SandboxError as e:
+            if self._channel.broken:
+                detail = self._diagnose()
+                self.close()
+                raise SandboxError(f"{e}{': ' + detail if detail else ''}") from e
+            raise
+
+    def exec(
+        self,
+        cmd: Sequence[str] | str,
+        timeout: float | None = None,
+        stdin: bytes | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        max_output: int = 1 << 20,
+    ) -> ExecResult:
+        return self._exec(cmd, timeout, stdin, env, cwd, max_output, False)
+
+    def run_python(self, script, args=(), timeout=None, stdin=None, env=None, cwd=None,
+                   max_output=1 << 20) -> ExecResult:
+        return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True)
+
+    def put_archive(self, tar_bytes: bytes, dest: str | None = None) -> None:
+        self._check()
+        self._channel.request({"op": "put", "dest": dest or self._spec.workdir}, tar_bytes)
+
+    def get_archive(self, paths: Sequence[str]) -> bytes:
+        self._check()
+        return self._channel.request({"op": "get", "paths": list(paths)})[1]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        clean = False
+        if not self._channel.broken:
+            try:
+                self._channel.request({"op": "shutdown"}, timeout=2.0)
+                clean = True
+            except SandboxError:
+                pass
+        self._closer(clean)

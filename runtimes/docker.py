@@ -19,14 +19,11 @@ import time
 import uuid
 import weakref
 from pathlib import Path
-from typing import Mapping, Sequence
 
-from .agent_client import AgentChannel, exec_request
+from .agent_client import AgentChannel, AgentSandbox
 from .base import (
-    ExecResult,
     Runtime,
     RuntimeUnavailable,
-    Sandbox,
     SandboxError,
     SandboxInfo,
     SandboxSpec,
@@ -64,71 +61,6 @@ def agent_config(spec: SandboxSpec) -> dict:
     }
 
 
-class DockerSandbox(Sandbox):
-    def __init__(self, container, sock: socket.socket, channel: AgentChannel, spec: SandboxSpec,
-                 info: SandboxInfo):
-        self._container = container
-        self._sock = sock
-        self._channel = channel
-        self._spec = spec
-        self.info = info
-        self._closed = False
-
-    @property
-    def alive(self) -> bool:
-        return not self._closed and not self._channel.broken
-
-    def _check(self) -> None:
-        if self._closed:
-            raise SandboxError(f"sandbox {self.info.id} is closed")
-
-    def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork) -> ExecResult:
-        self._check()
-        try:
-            return exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork)
-        except SandboxError as e:
-            if self._channel.broken:
-                tail = self._channel.stderr_tail.decode("utf-8", "replace")[-800:]
-                self.close()
-                raise SandboxError(f"{e}{': ' + tail if tail else ''}") from e
-            raise
-
-    def exec(self, cmd: Sequence[str] | str, timeout: float | None = None, stdin: bytes | None = None,
-             env: Mapping[str, str] | None = None, cwd: str | None = None,
-             max_output: int = 1 << 20) -> ExecResult:
-        return self._exec(cmd, timeout, stdin, env, cwd, max_output, False)
-
-    def run_python(self, script, args=(), timeout=None, stdin=None, env=None, cwd=None,
-                   max_output=1 << 20) -> ExecResult:
-        return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True)
-
-    def put_archive(self, tar_bytes: bytes, dest: str | None = None) -> None:
-        self._check()
-        self._channel.request({"op": "put", "dest": dest or self._spec.workdir}, tar_bytes)
-
-    def get_archive(self, paths: Sequence[str]) -> bytes:
-        self._check()
-        return self._channel.request({"op": "get", "paths": list(paths)})[1]
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        if not self._channel.broken:
-            try:
-                self._channel.request({"op": "shutdown"}, timeout=2.0)
-            except SandboxError:
-                pass
-        try:
-            self._sock.close()
-        except OSError:
-            pass
-        try:
-            self._container.remove(force=True)
-        except Exception:  # already gone; gc catches anything left
-            pass
-
-
 class DockerRuntime(Runtime):
     """Sandboxes as containers. `oci`: runc, runsc (gVisor) or kata."""
 
@@ -162,14 +94,14 @@ class DockerRuntime(Runtime):
         # Containers outlive their maker unless removed: whatever is still
         # open at close() or at interpreter exit is removed then (after a
         # SIGKILL, `sandgym gc` finds them by label).
-        self._open: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+        self._open: weakref.WeakSet[AgentSandbox] = weakref.WeakSet()
         atexit.register(self.close)
 
     def close(self) -> None:
         for sb in list(self._open):
             sb.close()
 
-    def create(self, spec: SandboxSpec | None = None) -> DockerSandbox:
+    def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
         if spec.isolation not in (None, self.isolation):
             raise SandboxError(f"this runtime isolates with {self.isolation}, not {spec.isolation!r}")
@@ -227,7 +159,15 @@ class DockerRuntime(Runtime):
             raise SandboxError(f"could not start sandbox {sid}: {e} {logs}".strip()) from e
         info = SandboxInfo(backend="docker", isolation=self.isolation, id=sid,
                            create_s=time.perf_counter() - start, labels=dict(spec.labels))
-        sandbox = DockerSandbox(container, sock, channel, spec, info)
+        def closer(clean: bool) -> None:
+            sock.close()
+            try:
+                container.remove(force=True)
+            except Exception:  # already gone; gc catches anything left
+                pass
+
+        sandbox = AgentSandbox(channel, spec, info, closer,
+                               lambda: channel.stderr_tail.decode("utf-8", "replace")[-800:])
         self._open.add(sandbox)
         return sandbox
 

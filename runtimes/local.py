@@ -23,15 +23,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
 
-from .agent_client import AgentChannel, exec_request
+from .agent_client import AgentChannel, AgentSandbox
 from .base import (
     WORKDIR,
-    ExecResult,
     Runtime,
     RuntimeUnavailable,
-    Sandbox,
     SandboxError,
     SandboxInfo,
     SandboxSpec,
@@ -126,78 +123,6 @@ def _popen(*args, **kwargs) -> subprocess.Popen:
         if _spawner is None:
             _spawner = _Spawner()
     return _spawner.popen(*args, **kwargs)
-
-
-class LocalSandbox(Sandbox):
-    """One sandbox, reached through its agent's channel.
-
-    `closer` ends whatever holds the sandbox (a bubblewrap process, or a
-    zygote child) once the agent no longer answers.
-    """
-
-    def __init__(self, channel: AgentChannel, spec: SandboxSpec, info: SandboxInfo,
-                 closer: Callable[[bool], None], diagnose: Callable[[], str]):
-        self._channel = channel
-        self._spec = spec
-        self.info = info
-        self._closer = closer
-        self._diagnose = diagnose
-        self._closed = False
-
-    @property
-    def alive(self) -> bool:
-        return not self._closed and not self._channel.broken
-
-    def _check(self) -> None:
-        if self._closed:
-            raise SandboxError(f"sandbox {self.info.id} is closed")
-
-    def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork) -> ExecResult:
-        self._check()
-        try:
-            return exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork)
-        except SandboxError as e:
-            if self._channel.broken:
-                detail = self._diagnose()
-                self.close()
-                raise SandboxError(f"{e}{': ' + detail if detail else ''}") from e
-            raise
-
-    def exec(
-        self,
-        cmd: Sequence[str] | str,
-        timeout: float | None = None,
-        stdin: bytes | None = None,
-        env: Mapping[str, str] | None = None,
-        cwd: str | None = None,
-        max_output: int = 1 << 20,
-    ) -> ExecResult:
-        return self._exec(cmd, timeout, stdin, env, cwd, max_output, False)
-
-    def run_python(self, script, args=(), timeout=None, stdin=None, env=None, cwd=None,
-                   max_output=1 << 20) -> ExecResult:
-        return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True)
-
-    def put_archive(self, tar_bytes: bytes, dest: str | None = None) -> None:
-        self._check()
-        self._channel.request({"op": "put", "dest": dest or self._spec.workdir}, tar_bytes)
-
-    def get_archive(self, paths: Sequence[str]) -> bytes:
-        self._check()
-        return self._channel.request({"op": "get", "paths": list(paths)})[1]
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        clean = False
-        if not self._channel.broken:
-            try:
-                self._channel.request({"op": "shutdown"}, timeout=2.0)
-                clean = True
-            except SandboxError:
-                pass
-        self._closer(clean)
 
 
 class _BwrapProcess:
@@ -375,7 +300,7 @@ class LocalRuntime(Runtime):
             self._zygote = z
             return z
 
-    def _create_from_zygote(self, spec: SandboxSpec, binds: list[list[str]], sid: str) -> LocalSandbox:
+    def _create_from_zygote(self, spec: SandboxSpec, binds: list[list[str]], sid: str) -> AgentSandbox:
         z = self._get_zygote()
         nest = {"workdir": spec.workdir, "disk_bytes": spec.disk_mb * 1024 * 1024, "binds": binds,
                 "hide": [str(Path(STAGE_IN_ZYGOTE).parent)]}
@@ -405,11 +330,11 @@ class LocalRuntime(Runtime):
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
         info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0,
                            labels=dict(spec.labels))
-        return LocalSandbox(channel, spec, info, closer, lambda: z.stderr_text()[-800:])
+        return AgentSandbox(channel, spec, info, closer, lambda: z.stderr_text()[-800:])
 
     # -- public ----------------------------------------------------------------
 
-    def create(self, spec: SandboxSpec | None = None) -> LocalSandbox:
+    def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
         if spec.isolation not in (None, "namespaces"):
             raise SandboxError(
@@ -426,7 +351,7 @@ class LocalRuntime(Runtime):
             bw.wait_ready(f"sandbox {sid}")
             info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0,
                                labels=dict(spec.labels))
-            box = LocalSandbox(bw.channel, spec, info, bw.close, bw.stderr_text)
+            box = AgentSandbox(bw.channel, spec, info, bw.close, bw.stderr_text)
         box.info.create_s = time.perf_counter() - start
         return box
 
