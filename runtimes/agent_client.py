@@ -15,6 +15,24 @@ from .base import ExecResult, Sandbox, SandboxError, SandboxInfo, SandboxSpec
 # Extra time the host grants the agent beyond a command's own timeout
 # before it declares the sandbox broken.
 REPLY_GRACE_S = 15.0
+# Where every backend mounts the agent, and the PATH its commands get.
+AGENT_DIR = "/opt/sandgym/agent"
+SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def agent_config(spec: SandboxSpec) -> dict:
+    """The agent's start-up configuration for a sandbox of `spec` (any backend)."""
+    mb = 1024 * 1024
+    return {
+        "role": "sandbox",
+        "workdir": spec.workdir,
+        "lifetime_s": spec.wall_timeout_s,
+        "env": {"PATH": SANDBOX_PATH, "HOME": spec.workdir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
+                "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)},
+        "limits": {"memory_bytes": spec.memory_mb * mb, "pids": spec.pids,
+                   "file_size_bytes": spec.file_size_mb * mb, "open_files": spec.open_files,
+                   "cpu_seconds": spec.cpu_seconds},
+    }
 
 
 class AgentChannel:

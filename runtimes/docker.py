@@ -20,7 +20,7 @@ import uuid
 import weakref
 from pathlib import Path
 
-from .agent_client import AgentChannel, AgentSandbox
+from .agent_client import AGENT_DIR, AgentChannel, AgentSandbox, agent_config
 from .base import (
     Runtime,
     RuntimeUnavailable,
@@ -31,8 +31,6 @@ from .base import (
 from .images import _docker, default_image, image_exists
 from .staging import stage_dir
 
-AGENT_DIR = "/opt/sandgym/agent"
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 READY_TIMEOUT_S = 60.0
 OWNER_LABEL = "sandgym.owner"  # host:pid of the process that made it
 RUN_LABEL = "sandgym.run"
@@ -45,20 +43,6 @@ RUN_ID = uuid.uuid4().hex[:12]
 
 def owner_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def agent_config(spec: SandboxSpec) -> dict:
-    mb = 1024 * 1024
-    return {
-        "role": "sandbox",
-        "workdir": spec.workdir,
-        "lifetime_s": spec.wall_timeout_s,
-        "env": {"PATH": SANDBOX_PATH, "HOME": spec.workdir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-                "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)},
-        "limits": {"memory_bytes": spec.memory_mb * mb, "pids": spec.pids,
-                   "file_size_bytes": spec.file_size_mb * mb, "open_files": spec.open_files,
-                   "cpu_seconds": spec.cpu_seconds},
-    }
 
 
 class DockerRuntime(Runtime):

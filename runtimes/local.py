@@ -24,7 +24,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .agent_client import AgentChannel, AgentSandbox
+from .agent_client import AGENT_DIR, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
 from .base import (
     WORKDIR,
     Runtime,
@@ -35,9 +35,7 @@ from .base import (
 )
 from .staging import stage_dir, stage_files, staging_root
 
-AGENT_DIR = "/opt/sandgym/agent"
 SANDBOX_PYTHON = "/usr/bin/python3"
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 # Host /etc entries that carry no secrets and that programs need.
 ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
                "python3", "python3.11", "mime.types")
@@ -255,19 +253,6 @@ class LocalRuntime(Runtime):
         a += ["--", SANDBOX_PYTHON, "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(agent_cfg)]
         return a
 
-    def _agent_cfg(self, spec: SandboxSpec) -> dict:
-        mb = 1024 * 1024
-        return {
-            "role": "sandbox",
-            "workdir": spec.workdir,
-            "lifetime_s": spec.wall_timeout_s,
-            "env": {"PATH": SANDBOX_PATH, "HOME": spec.workdir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-                    "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)},
-            "limits": {"memory_bytes": spec.memory_mb * mb, "pids": spec.pids,
-                       "file_size_bytes": spec.file_size_mb * mb, "open_files": spec.open_files,
-                       "cpu_seconds": spec.cpu_seconds},
-        }
-
     # -- zygote ----------------------------------------------------------------
 
     def _zygote_binds(self, spec: SandboxSpec) -> list[list[str]] | None:
@@ -305,7 +290,7 @@ class LocalRuntime(Runtime):
         nest = {"workdir": spec.workdir, "disk_bytes": spec.disk_mb * 1024 * 1024, "binds": binds,
                 "hide": [str(Path(STAGE_IN_ZYGOTE).parent)]}
         try:
-            reply, _ = z.channel.request({"op": "spawn", "nest": nest, "agent": self._agent_cfg(spec)},
+            reply, _ = z.channel.request({"op": "spawn", "nest": nest, "agent": agent_config(spec)},
                                          timeout=READY_TIMEOUT_S)
             fd = z.channel.received_fd
             z.channel.received_fd = None
@@ -347,7 +332,7 @@ class LocalRuntime(Runtime):
         if binds is not None:
             box = self._create_from_zygote(spec, binds, sid)
         else:
-            bw = _BwrapProcess(self._bwrap_argv(spec, self._agent_cfg(spec), zygote=False), f"sandbox {sid}")
+            bw = _BwrapProcess(self._bwrap_argv(spec, agent_config(spec), zygote=False), f"sandbox {sid}")
             bw.wait_ready(f"sandbox {sid}")
             info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0,
                                labels=dict(spec.labels))
