@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from .specs import CodeTaskPair
+from .specs import TaskPair
 
 SYSTEM_PROMPT = ("You are solving a programming task. Follow the task's instructions about how to "
                  "format your reply.")
@@ -67,7 +67,7 @@ def action_from_message(message: dict) -> str:
 @dataclass
 class ChatAgent:
     policy: "ChatPolicy"
-    mode: str
+    mode: str | None  # the code-function family's mode; None: text replies only
     messages: list[dict] = field(default_factory=list)
 
     def act(self, obs: dict[str, str], info: dict[str, Any]) -> str | None:
@@ -99,8 +99,10 @@ class ChatPolicy:
         self.config = {"model": model, "base_url": self.base_url, "temperature": temperature,
                        "max_tokens": max_tokens, "seed": seed, "tools": use_tools}
 
-    def begin(self, task: CodeTaskPair, mode: str) -> ChatAgent:
-        return ChatAgent(self, mode)
+    def begin(self, task: TaskPair, env: Any) -> ChatAgent:
+        # Tool calls are offered for the code-function family; the other
+        # families' prompts state their text action grammar.
+        return ChatAgent(self, getattr(env, "mode", None) if task.family == "code_function" else None)
 
     def _post(self, body: dict) -> dict:
         headers = {"Content-Type": "application/json"}
@@ -130,12 +132,12 @@ class ChatPolicy:
                 time.sleep(min(8.0, 0.5 * 2 ** attempt))
         raise PolicyError(f"{last} (after {self.retries + 1} tries)")
 
-    def complete(self, messages: list[dict], mode: str) -> dict:
+    def complete(self, messages: list[dict], mode: str | None) -> dict:
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.seed is not None:
             body["seed"] = self.seed
-        if self.use_tools:
+        if self.use_tools and mode is not None:
             body["tools"] = _tools(mode)
         reply = self._post(body)
         try:

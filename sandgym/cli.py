@@ -57,18 +57,38 @@ def outcome_table(summary) -> Table:
     return table
 
 
+def env_options(options: Optional[list[str]], **named) -> dict:
+    """Env kwargs from `-o KEY=VALUE` (YAML values) and the named shortcuts
+    that were given; what is not given stays the env's default."""
+    import yaml
+
+    kwargs = {k: v for k, v in named.items() if v is not None}
+    for item in options or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.isidentifier():
+            raise ValueError(f"--env-option {item!r}: expected KEY=VALUE, e.g. max_steps=30")
+        if key in ("tasks", "runtime"):
+            raise ValueError(f"--env-option {key}=...: use --{key} instead")
+        try:
+            kwargs[key] = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ValueError(f"--env-option {item!r}: the value is not YAML: {e}") from None
+    return kwargs
+
+
 @app.command("eval")
 def eval_cmd(
     env: str = typer.Option("sandgym/CodeFunction-v0", "--env", help="Registered env id."),
-    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the bundled set)."),
+    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the env's bundled set)."),
     policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE | openai:MODEL@BASE_URL"),
     runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
     out: Path = typer.Option(Path("runs/latest"), "--out", help="Folder for trajectories.jsonl and summary.json."),
     seed: int = typer.Option(0, "--seed", help="Seed passed to every reset."),
-    mode: str = typer.Option("single", "--mode", help="single | multi (code-function family)."),
-    max_turns: int = typer.Option(5, "--max-turns", min=1, help="Turns per episode in multi mode."),
-    reward: str = typer.Option("binary", "--reward", help="binary | pass_rate"),
+    mode: Optional[str] = typer.Option(None, "--mode", help="single | multi (code-function family; default single)."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Turns per episode in multi mode (code-function family; default 5)."),
+    reward: Optional[str] = typer.Option(None, "--reward", help="binary | pass_rate (code-function family; default binary)."),
+    env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-o", help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML), e.g. -o max_steps=30."),
     task_id: Optional[list[str]] = typer.Option(None, "--task-id", help="Only these tasks (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (same settings)."),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature (openai policy)."),
@@ -82,20 +102,20 @@ def eval_cmd(
     try:
         check_env_id(env)
         pol = make_policy(policy, seed=seed, temperature=temperature)
+        env_kwargs = env_options(env_option, mode=mode, max_turns=max_turns, reward=reward)
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
-    task_set = _task_set(tasks)
-    if task_id:
-        for tid in task_id:
-            try:
-                task_set.get(tid)
-            except KeyError as e:
-                fail(e.args[0])
+    task_set = _task_set(tasks) if tasks is not None else None
     try:
         run = EvalRun(env, task_set, pol, rt, runtime, out, concurrency=concurrency, seed=seed,
-                      env_kwargs={"mode": mode, "max_turns": max_turns, "reward": reward})
-        n = len(task_id) if task_id else len(task_set)
+                      env_kwargs=env_kwargs)
+        for tid in task_id or []:
+            try:
+                run.task_set.get(tid)
+            except KeyError as e:
+                raise ValueError(e.args[0]) from None
+        n = len(task_id) if task_id else len(run.task_set)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TextColumn("{task.fields[tally]}"), TimeElapsedColumn(), console=err_console,
                       disable=not sys.stderr.isatty()) as progress:
@@ -107,7 +127,7 @@ def eval_cmd(
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
             summary = run.run(task_id or None, on_record=advance, resume=resume)
-    except (ValueError, FileExistsError) as e:
+    except (ValueError, TypeError, FileExistsError) as e:  # TaskSpecError is a ValueError
         fail(str(e))
     finally:
         rt.close()
@@ -125,10 +145,11 @@ def serve_cmd(
         600.0, "--session-timeout", min=0.0,
         help="Seconds without a reset/step after which a session is closed (0: never). "
              "Keep it above the longest step plus the agent's thinking time."),
-    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the bundled set)."),
-    mode: str = typer.Option("single", "--mode", help="single | multi (code-function family)."),
-    max_turns: int = typer.Option(5, "--max-turns", min=1, help="Turns per episode in multi mode."),
-    reward: str = typer.Option("binary", "--reward", help="binary | pass_rate"),
+    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the env's bundled set)."),
+    mode: Optional[str] = typer.Option(None, "--mode", help="single | multi (code-function family; default single)."),
+    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Turns per episode in multi mode (code-function family)."),
+    reward: Optional[str] = typer.Option(None, "--reward", help="binary | pass_rate (code-function family)."),
+    env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-o", help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML)."),
     runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ):
@@ -138,6 +159,7 @@ def serve_cmd(
 
     try:
         check_env_id(env)
+        env_kwargs = env_options(env_option, mode=mode, max_turns=max_turns, reward=reward)
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
@@ -153,7 +175,7 @@ def serve_cmd(
         rt.close()
         fail(f"sandgym serve needs OpenEnv ({e}): pip install 'sandgym[serve]'")
 
-    env_kwargs = {"mode": mode, "max_turns": max_turns, "reward": reward, "runtime": rt}
+    env_kwargs["runtime"] = rt
     if tasks is not None:
         env_kwargs["tasks"] = tasks
     try:

@@ -27,7 +27,7 @@ from .policies import Policy
 from .records import EpisodeRecord, StepRecord, Summary, Timings, count_outcomes
 from .registry import check_env_id
 from .runtimes import Runtime
-from .specs import CodeTaskPair, TaskSet
+from .specs import TaskPair, TaskSet
 
 TRAJECTORIES = "trajectories.jsonl"
 SUMMARY = "summary.json"
@@ -40,13 +40,13 @@ def _env_version(env_id: str) -> str:
 class EvalRun:
     """One evaluation: its settings, its output folder and its records."""
 
-    def __init__(self, env_id: str, task_set: TaskSet, policy: Policy, runtime: Runtime,
+    def __init__(self, env_id: str, task_set: TaskSet | str | Path | None, policy: Policy, runtime: Runtime,
                  runtime_name: str, out_dir: str | Path, concurrency: int = 1, seed: int | None = 0,
                  env_kwargs: dict[str, Any] | None = None):
+        """`task_set` None: the env's own default set (each family bundles one)."""
         self.env_id = check_env_id(env_id)
         if concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
-        self.task_set = task_set
         self.policy = policy
         self.runtime = runtime
         self.runtime_name = runtime_name
@@ -57,8 +57,11 @@ class EvalRun:
         # Bad env options fail here, before any episode, not as N env_errors;
         # records carry the env's effective settings, defaults included.
         probe = gymnasium.make(self.env_id, tasks=task_set, runtime=runtime, **self.env_kwargs)
-        self.env_kwargs = {**getattr(probe.unwrapped, "config", {}), **self.env_kwargs}
-        probe.close()
+        try:
+            self.task_set: TaskSet = probe.unwrapped.task_set
+            self.env_kwargs = {**getattr(probe.unwrapped, "config", {}), **self.env_kwargs}
+        finally:
+            probe.close()
         self.run_id = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
         self.records: list[EpisodeRecord] = []
@@ -93,7 +96,7 @@ class EvalRun:
             self.run_id = rec.run_id
             self.records.append(rec)
 
-    def _record(self, task: CodeTaskPair, index: int, started: str, queued_s: float, **fields: Any) -> EpisodeRecord:
+    def _record(self, task: TaskPair, index: int, started: str, queued_s: float, **fields: Any) -> EpisodeRecord:
         return EpisodeRecord(
             run_id=self.run_id, episode_id=f"{self.run_id}-{index:05d}", task_id=task.id,
             task_version=task.visible.version, task_set=self.task_set.meta.name,
@@ -104,7 +107,7 @@ class EvalRun:
             started_at=started, **fields,
         )
 
-    def run_episode(self, task: CodeTaskPair, index: int, submitted_at: float) -> EpisodeRecord:
+    def run_episode(self, task: TaskPair, index: int, submitted_at: float) -> EpisodeRecord:
         started = datetime.now(timezone.utc).isoformat()
         t0 = time.perf_counter()
         timings = Timings(queue_s=t0 - submitted_at)
@@ -114,7 +117,7 @@ class EvalRun:
             env = gymnasium.make(self.env_id, tasks=self.task_set, runtime=self.runtime, **self.env_kwargs)
             inner = env.unwrapped
             obs, info = env.reset(seed=self.seed, options={"task_id": task.id})
-            agent = self.policy.begin(task, inner.mode)
+            agent = self.policy.begin(task, inner)
             if agent is None:
                 return self._record(task, index, started, timings.queue_s, outcome=Outcome.NOT_EXECUTED.value,
                                     reward=None, timings=timings, error="the policy has no actions for this task")
@@ -125,7 +128,8 @@ class EvalRun:
                     break
                 s0 = time.perf_counter()
                 obs, reward, terminated, truncated, info = env.step(action)
-                steps.append(StepRecord(index=len(steps), action=action, observation=obs["feedback"],
+                steps.append(StepRecord(index=len(steps), action=action if isinstance(action, str) else json.dumps(action),
+                                        observation=obs["feedback"],
                                         tool=info.get("tool", ""), reward=reward,
                                         duration_s=time.perf_counter() - s0))
                 terminated = terminated or truncated
@@ -140,7 +144,7 @@ class EvalRun:
                                     error="the policy stopped before submitting")
             reward = verdict.reward(inner.reward_scheme)
             return self._record(
-                task, index, started, timings.queue_s, steps=steps, artifact=inner.submitted_code,
+                task, index, started, timings.queue_s, steps=steps, artifact=inner.artifact,
                 verifier_version=verdict.verifier_version, outcome=verdict.outcome.value, reward=reward,
                 pass_rate=verdict.pass_rate if verdict.tests else None,
                 tests=[t.model_dump() for t in verdict.tests], violations=verdict.violations,
@@ -170,7 +174,7 @@ class EvalRun:
         t0 = time.perf_counter()
         with open(path, "a", encoding="utf-8") as out:
 
-            def episode(task: CodeTaskPair, submitted_at: float) -> None:
+            def episode(task: TaskPair, submitted_at: float) -> None:
                 rec = self.run_episode(task, index[task.id], submitted_at)
                 with self._lock:
                     out.write(rec.model_dump_json() + "\n")

@@ -1,7 +1,10 @@
 """Policies the harness can run: who chooses the actions.
 
-A policy starts an episode for a task (`begin`), and the returned agent
-gives one action per call (`act`) until it has none left (None).
+A policy starts an episode for a task (`begin`, given the task and the
+unwrapped env after its reset), and the returned agent gives one action per
+call (`act`) until it has none left (None). `oracle` and `null` ask the env
+for its family's scripted actions (`oracle_actions()`, `null_actions()`):
+each family knows what its reference solution looks like as actions.
 """
 
 from __future__ import annotations
@@ -11,64 +14,61 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from .specs import CodeTaskPair
+from .specs import TaskPair
 
 POLICY_CHOICES = ("oracle", "null", "replay:FILE", "openai:MODEL@BASE_URL")
 
 
 class Agent(Protocol):
-    def act(self, obs: dict[str, str], info: dict[str, Any]) -> str | None: ...
+    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> str | dict | None: ...
 
 
 class Policy(Protocol):
     name: str
     config: dict[str, Any]
 
-    def begin(self, task: CodeTaskPair, mode: str) -> Agent | None:
+    def begin(self, task: TaskPair, env: Any) -> Agent | None:
         """An agent for this episode, or None if the policy has nothing for the task."""
 
 
 @dataclass
 class ScriptedAgent:
-    actions: list[str]
+    actions: list[str | dict]
     _next: int = 0
 
-    def act(self, obs: dict[str, str], info: dict[str, Any]) -> str | None:
+    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> str | dict | None:
         if self._next >= len(self.actions):
             return None
         self._next += 1
         return self.actions[self._next - 1]
 
 
-def fenced(code: str) -> str:
-    return f"```python\n{code.rstrip()}\n```"
-
-
 @dataclass
 class OraclePolicy:
-    """Submits the task's reference solution."""
+    """Plays the task's reference solution (the env's `oracle_actions()`)."""
 
     name: str = "oracle"
     config: dict[str, Any] = field(default_factory=dict)
 
-    def begin(self, task: CodeTaskPair, mode: str) -> Agent:
-        action = fenced(task.hidden.reference_solution)
-        return ScriptedAgent([f"SUBMIT\n{action}" if mode == "multi" else action])
+    def begin(self, task: TaskPair, env: Any) -> Agent:
+        return ScriptedAgent(list(env.oracle_actions()))
 
 
 @dataclass
 class NullPolicy:
-    """Submits an empty code block: the floor every task must score 0 on."""
+    """Does nothing useful and ends (the env's `null_actions()`): the floor
+    every task must score 0 on."""
 
     name: str = "null"
     config: dict[str, Any] = field(default_factory=dict)
 
-    def begin(self, task: CodeTaskPair, mode: str) -> Agent:
-        return ScriptedAgent(["SUBMIT\n```python\n```" if mode == "multi" else "```python\n```"])
+    def begin(self, task: TaskPair, env: Any) -> Agent:
+        return ScriptedAgent(list(env.null_actions()))
 
 
 class ReplayPolicy:
-    """Feeds recorded actions: JSONL lines {"task_id": ..., "actions": [...]}."""
+    """Feeds recorded actions: JSONL lines {"task_id": ..., "actions": [...]}
+    (each action a string, or a mapping for envs that take structured actions)."""
 
     name = "replay"
 
@@ -91,13 +91,13 @@ class ReplayPolicy:
             if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
                 raise ValueError(f'{where}: expected {{"task_id": "...", "actions": ["...", ...]}}')
             actions = row.get("actions")
-            if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
-                raise ValueError(f"{where}: field `actions` must be a list of strings")
+            if not isinstance(actions, list) or not all(isinstance(a, (str, dict)) for a in actions):
+                raise ValueError(f"{where}: field `actions` must be a list of strings (or mappings)")
             if row["task_id"] in self.by_task:
                 raise ValueError(f"{where}: task {row['task_id']!r} appears twice")
             self.by_task[row["task_id"]] = actions
 
-    def begin(self, task: CodeTaskPair, mode: str) -> Agent | None:
+    def begin(self, task: TaskPair, env: Any) -> Agent | None:
         actions = self.by_task.get(task.id)
         return ScriptedAgent(list(actions)) if actions is not None else None
 

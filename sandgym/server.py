@@ -9,12 +9,14 @@ the `/ws` WebSocket, one env per connection:
 
 - reset: `client.reset(task_id="basic/edit-distance", seed=0)` (both optional;
   `task_id` becomes `options={"task_id": ...}` of the Gymnasium reset);
-- step: `client.step({"text": "<the agent's reply>"})`;
+- step: `client.step({"text": "<the agent's reply>"})`, or for envs that take
+  structured actions `client.step({"call": {"tool": "bash", "command": "ls"}})`;
 - state: `client.state()` -> `episode_id`, `step_count`, `env_id`, `task_id`, `done`.
 
-Observations carry the env's `task` and `feedback`, `done` and `reward`
-from the Gymnasium step, and the fields of its `info` (`outcome`,
-`reward_valid`, `pass_rate`, `tests`, `turn`, `max_turns`, ...). These are
+Observations carry the env's `task` and `feedback` (further observation
+keys in `metadata["observation"]`), `done` and `reward` from the Gymnasium
+step, and the fields of its `info` (`outcome`, `reward_valid`, `pass_rate`,
+`tests`, `turn`, `max_turns`, ...). These are
 for the trainer: what the model is shown is the trainer's choice, as with
 `info` in Gymnasium.
 
@@ -59,7 +61,8 @@ from openenv.core.env_server.types import (
     Observation,
     State,
 )
-from pydantic import Field
+from pydantic import Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from . import __version__
 from .registry import check_env_id, register_envs
@@ -70,11 +73,21 @@ RESET_ARGS = ("seed", "episode_id", "task_id")
 
 
 class SandgymAction(Action):
-    """One action of a sandgym env: the agent's text (for the code-function
-    family, a reply holding a ```python block; in multi mode a first line
-    `SUBMIT` submits)."""
+    """One action of a sandgym env: the agent's text in the env's grammar
+    (code function: a reply holding a ```python block; SWE repo: a fenced
+    tool block; browser form: `click(e12)` ...), or, for envs that take
+    structured actions, a mapping (SWE repo: `{"tool": "bash", "command": "ls"}`)."""
 
-    text: str = Field(description="The agent's reply, passed to the env's step() as its text action.")
+    text: Optional[str] = Field(default=None, description="The agent's reply, passed to step() as a text action.")
+    call: Optional[dict[str, Any]] = Field(default=None, description="A structured action, passed to step() as a mapping.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "SandgymAction":
+        if (self.text is None) == (self.call is None):
+            # A custom error carries no exception object, so openenv can serialize it.
+            raise PydanticCustomError(
+                "text_or_call", "an action has exactly one of `text` (a string) or `call` (a mapping)")
+        return self
 
 
 class SandgymObservation(Observation):
@@ -170,13 +183,13 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
         """`timeout_s` is not used: every run and verification is bounded by
         the task's own timeout."""
         if not isinstance(action, SandgymAction):
-            raise TypeError(f"a sandgym action is {{'text': str}}, got {type(action).__name__}")
+            raise TypeError(f"a sandgym action is {{'text': str}} or {{'call': {{...}}}}, got {type(action).__name__}")
         with self._lock:
             if self._env is None:
                 self._check_open()
                 raise RuntimeError("no episode has begun in this session: reset first")
             env = self._gym_env()
-            obs, reward, terminated, truncated, info = env.step(action.text)
+            obs, reward, terminated, truncated, info = env.step(action.text if action.text is not None else action.call)
             done = bool(terminated or truncated)
             self._state.step_count += 1
             self._state.done = done
@@ -235,8 +248,13 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
     def _observation(self, obs: Any, info: dict[str, Any], reward: Optional[float], done: bool,
                      truncated: bool) -> SandgymObservation:
         fields: dict[str, Any] = {}
+        metadata: dict[str, Any] = {}
         if isinstance(obs, dict):
             fields.update({k: obs[k] for k in ("task", "feedback") if k in obs})
+            # Family-specific observation keys (a browser's url, a screenshot...).
+            more = {k: _plain(v) for k, v in obs.items() if k not in ("task", "feedback")}
+            if more:
+                metadata["observation"] = more
         else:
             fields["feedback"] = str(obs)
         extra: dict[str, Any] = {}
@@ -245,7 +263,8 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
                 fields[key] = _plain(value)
             else:
                 extra[key] = _plain(value)
-        metadata = {"info": extra} if extra else {}
+        if extra:
+            metadata["info"] = extra
         return SandgymObservation(done=done, reward=reward, truncated=truncated, metadata=metadata, **fields)
 
 
@@ -359,14 +378,21 @@ def app_from_environment() -> FastAPI:
     """The app `uvicorn sandgym.server:app` serves (as openenv.yaml's `app`
     names it), configured by environment variables: SANDGYM_ENV (default
     sandgym/CodeFunction-v0), SANDGYM_TASKS, SANDGYM_MODE, SANDGYM_MAX_TURNS,
-    SANDGYM_REWARD, SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS,
-    SANDGYM_SESSION_TIMEOUT (0: never)."""
+    SANDGYM_REWARD, SANDGYM_ENV_OPTIONS (a JSON object of further env kwargs),
+    SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS, SANDGYM_SESSION_TIMEOUT (0: never)."""
     env = os.environ
     kwargs: dict[str, Any] = {"runtime": env.get("SANDGYM_RUNTIME", "local")}
     for var, key, conv in (("SANDGYM_TASKS", "tasks", str), ("SANDGYM_MODE", "mode", str),
                            ("SANDGYM_MAX_TURNS", "max_turns", int), ("SANDGYM_REWARD", "reward", str)):
         if env.get(var):
             kwargs[key] = conv(env[var])
+    if env.get("SANDGYM_ENV_OPTIONS"):  # any further env kwargs, as a JSON object
+        import json
+
+        options = json.loads(env["SANDGYM_ENV_OPTIONS"])
+        if not isinstance(options, dict):
+            raise ValueError("SANDGYM_ENV_OPTIONS must be a JSON object of env kwargs")
+        kwargs.update(options)
     timeout = float(env.get("SANDGYM_SESSION_TIMEOUT", "600"))
     return build_app(env.get("SANDGYM_ENV", "sandgym/CodeFunction-v0"), kwargs,
                      max_sessions=int(env.get("SANDGYM_MAX_SESSIONS", "8")),

@@ -121,30 +121,64 @@ class CodeHidden(_Strict):
         return self
 
 
+FamilyName = Literal["code_function", "swe_repo", "browser_form"]
+
+
 class TaskSetMeta(_Strict):
     schema_version: Literal[1] = 1
     name: str
-    family: Literal["code_function"]
+    family: FamilyName
     version: int = Field(1, ge=1)
     description: str = ""
 
 
-class CodeTaskPair(BaseModel):
-    """A whole task as the host holds it: visible and hidden halves."""
+class TaskPair(BaseModel):
+    """A whole task as the host holds it: visible and hidden halves, of any
+    family. Every family's visible model has `id`, `family` and `version`."""
 
     model_config = ConfigDict(frozen=True)
 
-    visible: CodeTask
-    hidden: CodeHidden
+    visible: BaseModel
+    hidden: BaseModel
 
     @property
     def id(self) -> str:
-        return self.visible.id
+        return self.visible.id  # type: ignore[attr-defined]
+
+    @property
+    def family(self) -> str:
+        return self.visible.family  # type: ignore[attr-defined]
 
 
-FAMILY_MODELS: dict[str, tuple[type[BaseModel], type[BaseModel]]] = {
-    "code_function": (CodeTask, CodeHidden),
+class CodeTaskPair(TaskPair):
+    visible: CodeTask
+    hidden: CodeHidden
+
+
+# Each family's spec models live in a module of their own, imported when a
+# task set of that family is loaded: (module, visible model, hidden model).
+FAMILY_SPEC_MODULES: dict[str, tuple[str, str, str]] = {
+    "code_function": ("sandgym.specs", "CodeTask", "CodeHidden"),
+    "swe_repo": ("sandgym.swe_specs", "SWETask", "SWEHidden"),
+    "browser_form": ("sandgym.browser_specs", "BrowserTask", "BrowserHidden"),
 }
+
+
+def family_models(family: str) -> tuple[type[BaseModel], type[BaseModel]]:
+    import importlib
+
+    try:
+        module, visible, hidden = FAMILY_SPEC_MODULES[family]
+    except KeyError:
+        raise TaskSpecError(f"unknown family {family!r}; choices: {', '.join(FAMILY_SPEC_MODULES)}") from None
+    mod = importlib.import_module(module)
+    return getattr(mod, visible), getattr(mod, hidden)
+
+
+def make_pair(visible: BaseModel, hidden: BaseModel) -> TaskPair:
+    if isinstance(visible, CodeTask):
+        return CodeTaskPair(visible=visible, hidden=hidden)
+    return TaskPair(visible=visible, hidden=hidden)
 
 
 def format_validation_error(where: str | Path, err: ValidationError) -> str:
@@ -185,7 +219,7 @@ def _spec_files(folder: Path) -> list[Path]:
 class TaskSet:
     """The tasks of one folder, in id order, with a content hash."""
 
-    def __init__(self, meta: TaskSetMeta, tasks: list[CodeTaskPair], root: Path | None = None):
+    def __init__(self, meta: TaskSetMeta, tasks: list[TaskPair], root: Path | None = None):
         self.meta = meta
         self.root = root
         self.tasks = sorted(tasks, key=lambda t: t.id)
@@ -211,7 +245,7 @@ class TaskSet:
     def __len__(self) -> int:
         return len(self.tasks)
 
-    def get(self, task_id: str) -> CodeTaskPair:
+    def get(self, task_id: str) -> TaskPair:
         try:
             return self._by_id[task_id]
         except KeyError:
@@ -229,7 +263,7 @@ class TaskSet:
         if not meta_path.exists():
             raise TaskSpecError(f"{meta_path}: missing; a task set needs taskset.yaml naming its family")
         meta = _parse(TaskSetMeta, meta_path)
-        visible_model, hidden_model = FAMILY_MODELS[meta.family]
+        visible_model, hidden_model = family_models(meta.family)
         for sub in ("tasks", "hidden"):
             if not (root / sub).is_dir():
                 raise TaskSpecError(f"{root / sub}: missing folder")
@@ -248,7 +282,7 @@ class TaskSet:
             if h.id in seen_hidden:
                 raise TaskSpecError(f"{p}: field `id`: {h.id!r} also used by {seen_hidden[h.id]}")
             seen_hidden[h.id] = p
-            pairs.append(CodeTaskPair(visible=visible[h.id][1], hidden=h))
+            pairs.append(make_pair(visible[h.id][1], h))
         for tid, (p, _) in visible.items():
             if tid not in seen_hidden:
                 raise TaskSpecError(f"{p}: task {tid!r} has no hidden spec in {root / 'hidden'}")
@@ -309,8 +343,12 @@ def bundled_task_set(family: str = "code_function") -> Path:
 
 def json_schemas() -> dict[str, dict]:
     """JSON Schema of every spec file kind, by file kind name."""
-    return {
-        "taskset": TaskSetMeta.model_json_schema(),
-        "code_function.task": CodeTask.model_json_schema(),
-        "code_function.hidden": CodeHidden.model_json_schema(),
-    }
+    schemas = {"taskset": TaskSetMeta.model_json_schema()}
+    for family in FAMILY_SPEC_MODULES:
+        try:
+            visible, hidden = family_models(family)
+        except ImportError:  # a family whose module is not part of this install
+            continue
+        schemas[f"{family}.task"] = visible.model_json_schema()
+        schemas[f"{family}.hidden"] = hidden.model_json_schema()
+    return schemas

@@ -418,12 +418,16 @@ def test_validate_reports_malformed_spec(task_dir, tmp_path):
     assert says(result, str(root / "tasks" / "add.yaml"), "`entry_point`")
 
 
-def test_schema_out_writes_three_files(tmp_path):
+FILE_KINDS = ["taskset"] + [f"{family}.{half}" for family in ("code_function", "swe_repo", "browser_form")
+                             for half in ("task", "hidden")]
+
+
+def test_schema_out_writes_one_file_per_kind(tmp_path):
     out = tmp_path / "schemas"
     result = runner.invoke(app, ["tasks", "schema", "--out", str(out)])
     assert result.exit_code == 0, result.output
     files = sorted(p.name for p in out.iterdir())
-    assert files == ["code_function.hidden.schema.json", "code_function.task.schema.json", "taskset.schema.json"]
+    assert files == sorted(f"{kind}.schema.json" for kind in FILE_KINDS)
     for p in out.iterdir():
         schema = json.loads(p.read_text())
         assert schema["type"] == "object" and schema["properties"]
@@ -432,7 +436,7 @@ def test_schema_out_writes_three_files(tmp_path):
 def test_schema_prints_json():
     result = runner.invoke(app, ["tasks", "schema"])
     assert result.exit_code == 0
-    assert set(json.loads(result.stdout)) == {"taskset", "code_function.task", "code_function.hidden"}
+    assert set(json.loads(result.stdout)) == set(FILE_KINDS)
 
 
 def test_tasks_list_prints_ids(task_dir):

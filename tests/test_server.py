@@ -186,7 +186,7 @@ def test_http_endpoints(servers):
     single, _ = servers
     assert httpx.get(f"{single.url}/health").json() == {"status": "healthy"}
     schema = httpx.get(f"{single.url}/schema").json()
-    assert schema["action"]["required"] == ["text"]
+    assert {"text", "call"} <= set(schema["action"]["properties"])
     assert schema["action"]["additionalProperties"] is False
     for field in ("task", "feedback", "outcome", "reward_valid", "tests", "turn", "max_turns", "done", "reward"):
         assert field in schema["observation"]["properties"], field
@@ -233,6 +233,8 @@ def test_single_turn_episode(servers, task):
         env.reset(task_id=TASK)
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
             env.step({"text": "x", "code": "y"})  # extra fields are refused
+        with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):  # text and call at once
+            env.step({"text": "x", "call": {"tool": "bash"}})
 
 
 def test_multi_turn_episode(servers, task):

@@ -367,9 +367,10 @@ def test_write_load_round_trip_keeps_content(prompt, context, args, expected):
 # -- schemas --------------------------------------------------------------------------
 
 
-def test_json_schemas_cover_the_three_file_kinds():
+def test_json_schemas_cover_every_file_kind():
     schemas = json_schemas()
-    assert set(schemas) == {"taskset", "code_function.task", "code_function.hidden"}
+    assert set(schemas) == {"taskset"} | {f"{family}.{half}" for family in ("code_function", "swe_repo", "browser_form")
+                                           for half in ("task", "hidden")}
     for schema in schemas.values():
         json.dumps(schema)  # serialisable
         assert schema["type"] == "object"

@@ -149,6 +149,23 @@ class CodeFunctionEnv(gym.Env):
         self.timings["exec_s"] += time.perf_counter() - t0
         return self._observe(f"{feedback}\n\nTurn {self._turn} of {self.max_turns}.", "run")
 
+    # -- what the harness's oracle and null policies play ---------------------
+
+    def oracle_actions(self) -> list[str]:
+        """The reference solution, submitted."""
+        assert self.task is not None, "reset() first"
+        block = f"```python\n{self.task.hidden.reference_solution.rstrip()}\n```"
+        return [f"SUBMIT\n{block}" if self.mode == "multi" else block]
+
+    def null_actions(self) -> list[str]:
+        """An empty code block, submitted."""
+        return ["SUBMIT\n```python\n```" if self.mode == "multi" else "```python\n```"]
+
+    @property
+    def artifact(self) -> str | None:
+        """What was verified: the submitted code."""
+        return self.submitted_code
+
     def render(self) -> str | None:
         if self.render_mode == "ansi":
             return f"{self._obs.get('task', '')}\n\n{self._obs.get('feedback', '')}"
