@@ -50,7 +50,10 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    image: str = Field("host", description="Root filesystem: 'host' (read-only system dirs) or an image name.")
+    image: str = Field("host", description=(
+        "Root filesystem: 'host' (the backend's default: the host's read-only system dirs, or the "
+        "code-function image), 'family:NAME' (the image sandgym builds for that family; local "
+        "sandboxes use the host's dirs, which hold what every family needs), or an image tag."))
     isolation: Isolation | None = Field(None, description="None: the backend's default.")
     cpu_seconds: int = Field(60, gt=0, description="RLIMIT_CPU of each command.")
     cpus: float = Field(1.0, gt=0, description="CPU share (backends with cgroups).")

@@ -28,7 +28,7 @@ from .base import (
     SandboxInfo,
     SandboxSpec,
 )
-from .images import _docker, default_image, image_exists
+from .images import _docker, default_image, image_exists, image_for
 from .staging import stage_dir
 
 READY_TIMEOUT_S = 60.0
@@ -74,6 +74,7 @@ class DockerRuntime(Runtime):
             raise RuntimeUnavailable(
                 f"image {self.image} is missing: run `sandgym images build` (debootstrap, no registry)"
             )
+        self._present = {self.image}  # images known to exist
         self.agent_dir = stage_dir(Path(__file__).parent / "agent")
         # Containers outlive their maker unless removed: whatever is still
         # open at close() or at interpreter exit is removed then (after a
@@ -89,6 +90,13 @@ class DockerRuntime(Runtime):
         spec = spec or SandboxSpec()
         if spec.isolation not in (None, self.isolation):
             raise SandboxError(f"this runtime isolates with {self.isolation}, not {spec.isolation!r}")
+        image = image_for(spec.image, self.image)
+        if image not in self._present:
+            if not image_exists(self.client, image):
+                family = spec.image.split(":", 1)[1] if spec.image.startswith("family:") else None
+                fix = f"sandgym images build --family {family}" if family else "build or load it"
+                raise RuntimeUnavailable(f"image {image} is missing: run `{fix}` (debootstrap, no registry)")
+            self._present.add(image)
         sid = f"sg-docker-{uuid.uuid4().hex[:10]}"
         mb = spec.disk_mb
         volumes = {str(self.agent_dir): {"bind": AGENT_DIR, "mode": "ro"}}
@@ -115,7 +123,7 @@ class DockerRuntime(Runtime):
             # The low-level call with detach=False sets StdinOnce: the agent's
             # stdin closes when the attach stream ends (death with the host).
             created = api.create_container(
-                self.image, name=sid,
+                image, name=sid,
                 command=["python3", "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(agent_config(spec))],
                 stdin_open=True, detach=False, tty=False, user="1000:1000", working_dir=spec.workdir,
                 labels=labels, host_config=host_config,

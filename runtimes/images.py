@@ -45,11 +45,35 @@ class ImageRecipe:
 
 
 # What each family's sandboxes run on; families added later add a recipe.
-RECIPES = {"code_function": ImageRecipe("code_function")}
+RECIPES = {
+    "code_function": ImageRecipe("code_function"),
+    # The SWE family applies diffs and the agent uses git.
+    "swe_repo": ImageRecipe("swe_repo", packages=("python3", "git")),
+    # The base of the OpenEnv server image (sandgym/serve_image.py): its
+    # sessions' sandboxes are bubblewrap namespaces inside the container.
+    "serve": ImageRecipe("serve", packages=("python3", "bubblewrap")),
+}
 
 
 def default_image() -> str:
     return RECIPES["code_function"].tag
+
+
+# Families whose sandboxes run on images (the serve base is not one).
+SANDBOX_FAMILIES = ("code_function", "swe_repo")
+
+
+def image_for(name: str, default: str) -> str:
+    """The image tag a SandboxSpec's `image` names: 'host' -> `default`,
+    'family:NAME' -> that family's recipe, anything else is a tag."""
+    if name == "host":
+        return default
+    if name.startswith("family:"):
+        family = name.split(":", 1)[1]
+        if family not in RECIPES:
+            raise ValueError(f"image {name!r}: no such family; choices: {', '.join(RECIPES)}")
+        return RECIPES[family].tag
+    return name
 
 
 def _docker():

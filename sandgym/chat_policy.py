@@ -64,22 +64,48 @@ def action_from_message(message: dict) -> str:
     return content
 
 
+def structured_action(message: dict, tools: list[dict]) -> str | dict:
+    """For envs with structured actions: a tool call becomes {"tool": NAME, **ARGS}."""
+    calls = message.get("tool_calls") or []
+    if not calls:
+        content = message.get("content")
+        if not isinstance(content, str):
+            raise PolicyError("the reply has neither text content nor a tool call")
+        return content
+    fn = calls[0].get("function") or {}
+    names = {t["function"]["name"] for t in tools}
+    if fn.get("name") not in names:
+        raise PolicyError(f"unknown tool call {fn.get('name')!r}; the tools are {', '.join(sorted(names))}")
+    try:
+        args = json.loads(fn.get("arguments") or "{}")
+    except ValueError as e:
+        raise PolicyError(f"tool call arguments are not JSON: {e}") from None
+    if not isinstance(args, dict):
+        raise PolicyError("tool call arguments must be a JSON object")
+    return {"tool": fn["name"], **args}
+
+
 @dataclass
 class ChatAgent:
     policy: "ChatPolicy"
-    mode: str | None  # the code-function family's mode; None: text replies only
+    mode: str | None  # the code-function family's mode (its run/submit tools); None: see `tools`
+    tools: list[dict] | None = None  # another env's tool schemas (`env.chat_tools()`), if it has any
     messages: list[dict] = field(default_factory=list)
 
-    def act(self, obs: dict[str, str], info: dict[str, Any]) -> str | None:
+    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> str | dict | None:
         if not self.messages:
             self.messages = [{"role": "system", "content": SYSTEM_PROMPT},
                              {"role": "user", "content": obs["task"]}]
         else:
             # Tool results go back as plain user turns: every endpoint takes those.
             self.messages.append({"role": "user", "content": obs["feedback"]})
-        message = self.policy.complete(self.messages, self.mode)
-        action = action_from_message(message)
-        self.messages.append({"role": "assistant", "content": action})
+        if self.mode is not None:
+            action: str | dict = action_from_message(self.policy.complete(self.messages, self.mode))
+        else:
+            tools = self.tools if self.policy.use_tools else None
+            action = structured_action(self.policy.complete(self.messages, None, tools), tools or [])
+        self.messages.append({"role": "assistant",
+                              "content": action if isinstance(action, str) else json.dumps(action)})
         return action
 
 
@@ -100,9 +126,12 @@ class ChatPolicy:
                        "max_tokens": max_tokens, "seed": seed, "tools": use_tools}
 
     def begin(self, task: TaskPair, env: Any) -> ChatAgent:
-        # Tool calls are offered for the code-function family; the other
-        # families' prompts state their text action grammar.
-        return ChatAgent(self, getattr(env, "mode", None) if task.family == "code_function" else None)
+        # The code-function family's run/submit tools become its text grammar;
+        # an env with `chat_tools()` gets those tools' calls as dict actions;
+        # otherwise replies are text in the grammar the task prompt states.
+        if task.family == "code_function":
+            return ChatAgent(self, getattr(env, "mode", "single"))
+        return ChatAgent(self, None, env.chat_tools() if hasattr(env, "chat_tools") else None)
 
     def _post(self, body: dict) -> dict:
         headers = {"Content-Type": "application/json"}
@@ -132,13 +161,15 @@ class ChatPolicy:
                 time.sleep(min(8.0, 0.5 * 2 ** attempt))
         raise PolicyError(f"{last} (after {self.retries + 1} tries)")
 
-    def complete(self, messages: list[dict], mode: str | None) -> dict:
+    def complete(self, messages: list[dict], mode: str | None, tools: list[dict] | None = None) -> dict:
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.seed is not None:
             body["seed"] = self.seed
         if self.use_tools and mode is not None:
             body["tools"] = _tools(mode)
+        elif self.use_tools and tools:
+            body["tools"] = tools
         reply = self._post(body)
         try:
             message = reply["choices"][0]["message"]

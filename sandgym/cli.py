@@ -91,6 +91,7 @@ def eval_cmd(
     env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-o", help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML), e.g. -o max_steps=30."),
     task_id: Optional[list[str]] = typer.Option(None, "--task-id", help="Only these tasks (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (same settings)."),
+    episode_retries: int = typer.Option(1, "--episode-retries", min=0, help="Play an episode again when it ends in env_error (every try is kept)."),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature (openai policy)."),
 ):
     """Run a policy on every task of a set and record each episode."""
@@ -109,7 +110,7 @@ def eval_cmd(
     task_set = _task_set(tasks) if tasks is not None else None
     try:
         run = EvalRun(env, task_set, pol, rt, runtime, out, concurrency=concurrency, seed=seed,
-                      env_kwargs=env_kwargs)
+                      env_kwargs=env_kwargs, episode_retries=episode_retries)
         for tid in task_id or []:
             try:
                 run.task_set.get(tid)
@@ -240,15 +241,22 @@ def leaderboard_cmd(
 
 @images_app.command("build")
 def images_build_cmd(
-    family: str = typer.Option("code_function", "--family", help="Which family's image."),
+    family: str = typer.Option("code_function", "--family", help="Which family's image (or `serve`: the OpenEnv server image)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the tagged image exists."),
 ):
     """Build a family's image with debootstrap and `docker import` (no registry), cached by content hash."""
     from .runtimes import RuntimeUnavailable
     from .runtimes.images import build
 
+    log = lambda m: err_console.print(m, highlight=False)  # noqa: E731
     try:
-        build(family, force=force, log=lambda m: err_console.print(m, highlight=False))
+        if family == "serve":
+            from .serve_image import build as build_serve, run_command
+
+            tag = build_serve(force=force, log=log)
+            log("run it with: " + " ".join(run_command(tag)))
+        else:
+            build(family, force=force, log=log)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
 
@@ -312,12 +320,25 @@ def import_humaneval_cmd(
 def list_cmd(tasks: Optional[Path] = typer.Argument(None, help="Task-set folder (default: bundled).")):
     """List the tasks of a set."""
     ts = _task_set(tasks)
-    table = Table(title=f"{ts.meta.name} v{ts.meta.version} · {len(ts)} tasks · {ts.hash[:19]}")
-    for col in ("id", "entry point", "tags", "examples", "hidden tests"):
+    table = Table(title=f"{ts.meta.name} v{ts.meta.version} · {ts.meta.family} · {len(ts)} tasks · {ts.hash[:19]}")
+    columns = {
+        "code_function": ("id", "entry point", "tags", "examples", "hidden tests"),
+        "swe_repo": ("id", "source", "FAIL_TO_PASS", "PASS_TO_PASS", "title"),
+        "browser_form": ("id", "start path", "checks", "oracle steps", "title"),
+    }[ts.meta.family]
+    for col in columns:
         table.add_column(col)
     for t in ts.tasks:
-        hidden = "check()" if t.hidden.check_code else str(len(t.hidden.tests))
-        table.add_row(t.id, t.visible.entry_point, ",".join(t.visible.tags), str(len(t.visible.examples)), hidden)
+        v, h = t.visible, t.hidden
+        if ts.meta.family == "code_function":
+            hidden = "check()" if h.check_code else str(len(h.tests))
+            row = (v.entry_point, ",".join(v.tags), str(len(v.examples)), hidden)
+        elif ts.meta.family == "swe_repo":
+            source = f"{v.repo.name}=={v.repo.version}" if v.repo.kind == "pypi" else f"{v.repo.name} (bundled)"
+            row = (source, str(len(h.FAIL_TO_PASS)), str(len(h.PASS_TO_PASS)), v.title)
+        else:
+            row = (v.start_path, str(len(h.checks)), str(len(h.oracle)), v.title)
+        table.add_row(t.id, *row)
     console.print(table)
 
 
@@ -327,7 +348,7 @@ def validate_cmd(
     runtime: str = typer.Option("local", "--runtime"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
 ):
-    """Check that every reference solution passes its hidden tests and an empty one does not."""
+    """Check that every task's reference solution passes and an empty one does not."""
     from concurrent.futures import ThreadPoolExecutor
 
     from .runtimes import RuntimeUnavailable, get_runtime
@@ -338,6 +359,8 @@ def validate_cmd(
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
+    if ts.meta.family != "code_function":
+        return _validate_by_episodes(ts, rt, runtime, concurrency)
 
     def check(task):
         good = verify(task, task.hidden.reference_solution, rt)
@@ -362,6 +385,79 @@ def validate_cmd(
     console.print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
     if problems:
         raise typer.Exit(1)
+
+
+def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
+    """Any family: the oracle policy must pass every task, the null policy none."""
+    import tempfile
+
+    from .harness import EvalRun
+    from .policies import make_policy
+    from .registry import FAMILY_ENVS
+
+    problems = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="sandgym-validate-") as tmp:
+            for name, want in (("oracle", True), ("null", False)):
+                run = EvalRun(FAMILY_ENVS[ts.meta.family], ts, make_policy(name), rt, runtime_name,
+                              Path(tmp) / name, concurrency=concurrency)
+                with Progress(TextColumn(f"{name} episodes"), BarColumn(), MofNCompleteColumn(),
+                              console=err_console, disable=not sys.stderr.isatty()) as progress:
+                    bar = progress.add_task(name, total=len(ts))
+                    run.run(on_record=lambda rec: progress.update(bar, advance=1))
+                for rec in sorted(run.records, key=lambda r: r.task_id):
+                    if (rec.outcome == "passed") != want:
+                        problems += 1
+                        why = rec.error or "; ".join(t["detail"] for t in rec.tests if t.get("status") != "passed")[:300]
+                        console.print(f"[red]{rec.task_id}[/]: the {name} policy scored {rec.outcome}"
+                                      f"{' (' + rec.status + ')' if rec.status else ''}: {why}", highlight=False)
+    except ValueError as e:
+        fail(str(e))
+    finally:
+        rt.close()
+    console.print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
+    if problems:
+        raise typer.Exit(1)
+
+
+@tasks_app.command("make-swe")
+def make_swe_cmd(
+    package: str = typer.Option(..., "--package", help="A PyPI release: NAME==VERSION (pure Python, tests in the sdist)."),
+    out: Path = typer.Option(..., "--out", help="Task-set folder to write or extend (family swe_repo)."),
+    max_tasks: int = typer.Option(20, "--max", min=1, help="Validated tasks to make at most."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the mutation order."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Mutants evaluated at once."),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs and validation."),
+):
+    """Make SWE tasks from a PyPI package by injecting bugs (AST mutations), each validated by the verifier."""
+    from .runtimes import RuntimeUnavailable, get_runtime
+    from .specs import TaskSpecError
+    from .swe_factory import FactoryError, make_swe, write_task_set
+    from .swe_repos import RepoError
+
+    try:
+        rt = get_runtime(runtime)
+    except (ValueError, RuntimeUnavailable) as e:
+        fail(str(e))
+    try:
+        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=err_console, disable=not sys.stderr.isatty()) as progress:
+            bar = progress.add_task(package, total=max_tasks)
+
+            def on_progress(phase: str, done: int, total: int) -> None:
+                progress.update(bar, description=f"{package} · {phase}", completed=done, total=total)
+
+            tasks, stats = make_swe(package, max_tasks, seed, rt, jobs=jobs, progress=on_progress,
+                                    log=lambda m: progress.console.print(m, highlight=False))
+        if not tasks:
+            fail(f"{package}: no mutant survived validation ({stats.line()})")
+        ts = write_task_set(tasks, out)
+    except (FactoryError, RepoError, TaskSpecError) as e:
+        fail(str(e))
+    finally:
+        rt.close()
+    console.print(stats.line(), highlight=False)
+    console.print(f"wrote {len(tasks)} tasks to {out} ({len(ts)} in the set, task set {ts.hash})")
 
 
 @tasks_app.command("schema")

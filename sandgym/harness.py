@@ -1,7 +1,7 @@
 """The evaluation harness: a policy on every task of a set, records on disk.
 
-Episodes run on a thread pool (sandboxes do the heavy work in their own
-processes). Each finished episode is appended to `trajectories.jsonl` at
+Episodes run on worker threads, each with one env reset per task
+(sandboxes and browsers do the heavy work in their own processes). Each finished episode is appended to `trajectories.jsonl` at
 once, so an interrupted run keeps what it finished; a failure inside one
 episode is recorded on that episode as `env_error`, never a crash of the run.
 """
@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 import time
 import traceback
 import uuid
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
@@ -42,11 +42,16 @@ class EvalRun:
 
     def __init__(self, env_id: str, task_set: TaskSet | str | Path | None, policy: Policy, runtime: Runtime,
                  runtime_name: str, out_dir: str | Path, concurrency: int = 1, seed: int | None = 0,
-                 env_kwargs: dict[str, Any] | None = None):
-        """`task_set` None: the env's own default set (each family bundles one)."""
+                 env_kwargs: dict[str, Any] | None = None, episode_retries: int = 1):
+        """`task_set` None: the env's own default set (each family bundles one).
+        An episode that ends in `env_error` is played again up to
+        `episode_retries` times (every try kept in the record)."""
         self.env_id = check_env_id(env_id)
         if concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+        if episode_retries < 0:
+            raise ValueError(f"--episode-retries must be 0 or more, got {episode_retries}")
+        self.episode_retries = episode_retries
         self.policy = policy
         self.runtime = runtime
         self.runtime_name = runtime_name
@@ -107,14 +112,51 @@ class EvalRun:
             started_at=started, **fields,
         )
 
-    def run_episode(self, task: TaskPair, index: int, submitted_at: float) -> EpisodeRecord:
+    def run_episode(self, task: TaskPair, index: int, submitted_at: float,
+                    slot: dict[str, Any] | None = None) -> EpisodeRecord:
+        """One episode, played again (up to `episode_retries` times) while it
+        ends in an infrastructure error; earlier tries are kept in `retries`.
+        `slot` holds this worker thread's env between episodes (None: a
+        fresh env, closed at the end)."""
+        own = slot is None
+        slot = {} if slot is None else slot
+        earlier: list[dict[str, Any]] = []
+        try:
+            while True:
+                rec = self._play(task, index, submitted_at, slot)
+                if rec.outcome != Outcome.ENV_ERROR.value or len(earlier) >= self.episode_retries:
+                    break
+                earlier.append(rec.model_dump(include={"started_at", "outcome", "error", "attempts", "steps",
+                                                       "timings"}, mode="json"))
+                self._drop_env(slot)  # the next try starts from a fresh env
+            if earlier:
+                rec.retries = earlier
+            return rec
+        finally:
+            if own:
+                self._drop_env(slot)
+
+    @staticmethod
+    def _drop_env(slot: dict[str, Any]) -> None:
+        env = slot.pop("env", None)
+        if env is not None:
+            try:
+                env.close()
+            except Exception:  # noqa: BLE001 - a broken env still must not stop the run
+                pass
+
+    def _play(self, task: TaskPair, index: int, submitted_at: float, slot: dict[str, Any]) -> EpisodeRecord:
         started = datetime.now(timezone.utc).isoformat()
         t0 = time.perf_counter()
         timings = Timings(queue_s=t0 - submitted_at)
         steps: list[StepRecord] = []
-        env = None
         try:
-            env = gymnasium.make(self.env_id, tasks=self.task_set, runtime=self.runtime, **self.env_kwargs)
+            if "env" not in slot:
+                # One env per worker, reset for each task: a browser or a
+                # zygote is started once, not per episode.
+                slot["env"] = gymnasium.make(self.env_id, tasks=self.task_set, runtime=self.runtime,
+                                             **self.env_kwargs)
+            env = slot["env"]
             inner = env.unwrapped
             obs, info = env.reset(seed=self.seed, options={"task_id": task.id})
             agent = self.policy.begin(task, inner)
@@ -128,9 +170,9 @@ class EvalRun:
                     break
                 s0 = time.perf_counter()
                 obs, reward, terminated, truncated, info = env.step(action)
-                steps.append(StepRecord(index=len(steps), action=action if isinstance(action, str) else json.dumps(action),
-                                        observation=obs["feedback"],
-                                        tool=info.get("tool", ""), reward=reward,
+                steps.append(StepRecord(index=len(steps),
+                                        action=action if isinstance(action, str) else json.dumps(action),
+                                        observation=obs["feedback"], tool=info.get("tool", ""), reward=reward,
                                         duration_s=time.perf_counter() - s0))
                 terminated = terminated or truncated
             timings.create_s = inner.timings.get("create_s", 0.0)
@@ -146,52 +188,79 @@ class EvalRun:
             return self._record(
                 task, index, started, timings.queue_s, steps=steps, artifact=inner.artifact,
                 verifier_version=verdict.verifier_version, outcome=verdict.outcome.value, reward=reward,
+                status=getattr(verdict, "status", None),
                 pass_rate=verdict.pass_rate if verdict.tests else None,
                 tests=[t.model_dump() for t in verdict.tests], violations=verdict.violations,
                 attempts=[a.model_dump(mode="json") for a in verdict.attempts], timings=timings,
+                error=verdict.detail[:2000] if verdict.outcome == Outcome.ENV_ERROR else None,
             )
         except Exception as e:  # one episode's failure is that episode's record
+            self._drop_env(slot)  # whatever broke may live in the env
             timings.total_s = time.perf_counter() - t0
             return self._record(task, index, started, timings.queue_s, steps=steps,
                                 outcome=Outcome.ENV_ERROR.value, reward=None, timings=timings,
                                 error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}")
-        finally:
-            if env is not None:
-                env.close()
 
     def run(self, task_ids: list[str] | None = None,
             on_record: Callable[[EpisodeRecord], None] | None = None, resume: bool = False) -> Summary:
         """Run every task not yet recorded. Each record is written as its
         episode ends; on Ctrl-C the running episodes finish and are kept,
-        and `resume=True` later runs only what is missing."""
+        and `resume=True` later runs only what is missing.
+
+        `concurrency` worker threads each keep one env, reset per task, and
+        close it in the thread that made it (Playwright's sync API is bound
+        to its thread)."""
         path = self._prepare_out_dir(resume)
         if resume:
             self._resume_from(path)
         done = {r.task_id for r in self.records}
         chosen = [self.task_set.get(t) for t in task_ids] if task_ids else list(self.task_set.tasks)
         index = {t.id: i for i, t in enumerate(self.task_set.tasks)}
-        todo = [t for t in chosen if t.id not in done]
+        todo: queue.SimpleQueue[TaskPair] = queue.SimpleQueue()
+        for t in chosen:
+            if t.id not in done:
+                todo.put(t)
         t0 = time.perf_counter()
+        stop = threading.Event()
+        failures: list[BaseException] = []
         with open(path, "a", encoding="utf-8") as out:
 
-            def episode(task: TaskPair, submitted_at: float) -> None:
-                rec = self.run_episode(task, index[task.id], submitted_at)
-                with self._lock:
-                    out.write(rec.model_dump_json() + "\n")
-                    out.flush()
-                    self.records.append(rec)
-                if on_record:
-                    on_record(rec)
+            def worker() -> None:
+                slot: dict[str, Any] = {}
+                try:
+                    while not stop.is_set():
+                        try:
+                            task = todo.get_nowait()
+                        except queue.Empty:
+                            return
+                        rec = self.run_episode(task, index[task.id], t0, slot)
+                        with self._lock:
+                            out.write(rec.model_dump_json() + "\n")
+                            out.flush()
+                            self.records.append(rec)
+                        if on_record:
+                            on_record(rec)
+                except BaseException as e:  # noqa: BLE001 - re-raised in the caller's thread
+                    failures.append(e)
+                    stop.set()
+                finally:
+                    self._drop_env(slot)
 
-            pool = ThreadPoolExecutor(self.concurrency)
+            threads = [threading.Thread(target=worker, name=f"sandgym-episode-{i}", daemon=True)
+                       for i in range(min(self.concurrency, max(todo.qsize(), 1)))]
+            for th in threads:
+                th.start()
             try:
-                now = time.perf_counter()
-                futures = [pool.submit(episode, task, now) for task in todo]
-                for fut in as_completed(futures):
-                    fut.result()
+                for th in threads:
+                    while th.is_alive():
+                        th.join(0.2)  # wakes up for Ctrl-C
             finally:
                 # On an interrupt, queued episodes are dropped and running ones finish.
-                pool.shutdown(wait=True, cancel_futures=True)
+                stop.set()
+                for th in threads:
+                    th.join()
+        if failures:
+            raise failures[0]
         summary = self.summary(time.perf_counter() - t0)
         # Written aside, then renamed: a crash never leaves half a summary.
         tmp = self.out_dir / f".{SUMMARY}.tmp"

@@ -43,9 +43,10 @@ class EpisodeRecord(BaseModel):
     policy: dict[str, Any]  # name and config
     seed: int | None
     steps: list[StepRecord] = Field(default_factory=list)
-    artifact: str | None = None  # the submitted code
+    artifact: str | None = None  # what was verified: code, a diff, or the app's final state
     verifier_version: str | None = None
     outcome: str
+    status: str | None = None  # the family verifier's own status (SWE: FULL, PARTIAL, NO, ...)
     reward: float | None  # None when infrastructure failed: not the model's score
     pass_rate: float | None = None
     tests: list[dict[str, Any]] = Field(default_factory=list)
@@ -54,6 +55,7 @@ class EpisodeRecord(BaseModel):
     timings: Timings = Field(default_factory=Timings)
     started_at: str
     error: str | None = None  # a harness-level failure, with its message
+    retries: list[dict[str, Any]] = Field(default_factory=list)  # earlier tries that ended in env_error
 
 
 class Summary(BaseModel):

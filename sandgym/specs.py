@@ -337,8 +337,32 @@ def bundled_dir() -> Path:
     return Path(task_specs.__file__).resolve().parent
 
 
+# The set each family's env loads when given none.
+DEFAULT_TASK_SETS = {"code_function": "basic-v1", "swe_repo": "billing-v1", "browser_form": "basic-v1"}
+
+
 def bundled_task_set(family: str = "code_function") -> Path:
-    return bundled_dir() / family / "basic-v1"
+    return bundled_dir() / family / DEFAULT_TASK_SETS[family]
+
+
+def load_family_task_set(tasks: "str | Path | TaskSet | None", family: str, env_id: str) -> TaskSet:
+    """What an env's `tasks=` names (None: the family's bundled set), checked to be of `family`."""
+    ts = tasks if isinstance(tasks, TaskSet) else TaskSet.load(tasks if tasks is not None else bundled_task_set(family))
+    if ts.meta.family != family:
+        raise ValueError(f"task set {ts.meta.name!r} is of family {ts.meta.family!r}; {env_id} needs a "
+                         f"{family} task set (taskset.yaml: family: {family})")
+    return ts
+
+
+def choose_task(task_set: TaskSet, options: dict | None, np_random) -> TaskPair:
+    """The task a reset asks for (`options={"task_id": ...}`), else one drawn with the env's seeded rng."""
+    options = options or {}
+    unknown = set(options) - {"task_id"}
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'task_id'")
+    if options.get("task_id") is not None:
+        return task_set.get(options["task_id"])
+    return task_set.tasks[int(np_random.integers(len(task_set)))]
 
 
 def json_schemas() -> dict[str, dict]:

@@ -54,6 +54,7 @@ class Endpoint:
         self.headers: list[dict] = []
         self.delay = 0.0
         self.fail_first = 0
+        self.script: list[dict] = []  # mode "script": these assistant messages, in order
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -74,6 +75,11 @@ class Endpoint:
                     return self._send(200, b"<html>not json</html>")
                 if endpoint.mode == "nochoices":
                     return self._send(200, b'{"object": "error"}')
+                if endpoint.mode == "script":
+                    message = endpoint.script.pop(0)
+                    return self._send(200, json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
+                                                       "choices": [{"index": 0, "message": message,
+                                                                    "finish_reason": "stop"}]}).encode())
                 task = body["messages"][1]["content"]
                 name = next(n for n in REFS if f"`{n}`" in task)
                 code = REFS[name]
@@ -154,6 +160,35 @@ def test_endpoint_failures_are_recorded_not_crashes(task_set, runtime, endpoint,
     assert summary.outcomes["env_error"] == 3 and summary.reward_mean is None
     for rec in records(tmp_path / "o"):
         assert rec["reward"] is None and message in rec["error"]
+        # Played again once (the default), and the first try is kept.
+        assert len(rec["retries"]) == 1 and message in rec["retries"][0]["error"]
+
+
+def tool_call(name: str, **args) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+
+def test_tool_calls_drive_a_swe_episode(runtime, endpoint, tmp_path):
+    from sandgym.envs.swe_repo.actions import TOOLS
+    from sandgym.specs import bundled_dir
+
+    swe_set = TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1")
+    task = swe_set.tasks[0]
+    endpoint.mode = "script"
+    endpoint.script = [
+        tool_call("bash", command="git status --short && ls"),
+        tool_call("bash", command=f"git apply <<'EOF'\n{task.hidden.patch}EOF\n"),
+        tool_call("submit"),
+    ]
+    policy = make_policy(f"openai:scripted@{endpoint.url}")
+    summary = EvalRun("sandgym/SWERepo-v0", swe_set, policy, runtime, "local", tmp_path / "o").run(task_ids=[task.id])
+    assert summary.outcomes["passed"] == 1, records(tmp_path / "o")[0]
+    rec = records(tmp_path / "o")[0]
+    assert [s["tool"] for s in rec["steps"]] == ["bash", "bash", "submit"] and rec["status"] == "FULL"
+    assert {t["function"]["name"] for t in endpoint.requests[0]["tools"]} == set(TOOLS)
+    # The first command's output went back to the model as the next user turn.
+    assert "billing" in endpoint.requests[1]["messages"][-1]["content"]
 
 
 def test_unreachable_endpoint_and_retries(task_set, runtime, endpoint, tmp_path):

@@ -486,3 +486,34 @@ def test_report_and_leaderboard_commands(tmp_path):
     assert res.exit_code == 2 and "nope" in res.output
     res = runner.invoke(app, ["report", str(tmp_path / "nope")])
     assert res.exit_code == 2
+
+
+@pytest.mark.parametrize("family,set_name,column", [
+    ("swe_repo", "billing-v1", "FAIL_TO_PASS"), ("swe_repo", "pypi-v1", "PASS_TO_PASS"),
+    ("browser_form", "basic-v1", "oracle steps")])
+def test_list_shows_each_familys_columns(family, set_name, column):
+    from sandgym.specs import bundled_dir
+
+    result = runner.invoke(app, ["tasks", "list", str(bundled_dir() / family / set_name)])
+    assert result.exit_code == 0, result.output
+    assert family in result.stdout and column in result.stdout
+
+
+def test_validate_plays_oracle_and_null_episodes_for_other_families(tmp_path):
+    import shutil
+
+    from sandgym.specs import bundled_dir
+
+    result = runner.invoke(app, ["tasks", "validate", str(bundled_dir() / "swe_repo" / "billing-v1")])
+    assert result.exit_code == 0, result.output
+    assert "5 tasks, 0 problems" in result.stdout
+    # A gold patch that no longer fixes the bug is reported, by task.
+    root = tmp_path / "broken"
+    shutil.copytree(bundled_dir() / "swe_repo" / "billing-v1", root)
+    hidden = sorted((root / "hidden").iterdir())[0]
+    data = yaml.safe_load(hidden.read_text())
+    data["patch"] = TaskSet.load(root).get(data["id"]).visible.base_patch  # re-injects the bug: not a fix
+    hidden.write_text(yaml.safe_dump(data))
+    result = runner.invoke(app, ["tasks", "validate", str(root), "--concurrency", "1"])
+    assert result.exit_code == 1
+    assert data["id"] in result.stdout and "oracle policy scored" in result.stdout

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -120,7 +121,42 @@ ATTACKS = {
     "memory bomb": (None, "def solve(x):\n    b = []\n    while True: b.append(bytearray(64 << 20))\n"),
     "disk fill": (None, "def solve(x):\n    f = open('/workspace/f', 'wb')\n    while True: f.write(b'0' * (1 << 20))\n"),
     "network": (None, "import socket\ndef solve(x):\n    return socket.create_connection(('127.0.0.1', 1), timeout=1).recv(9)\n"),
+    "SkipTest": (ADD, "import unittest\ndef add(a, b):\n    raise unittest.SkipTest('skip me')\n"),
+    "flood and fake PASS lines": (ADD, "import sys\ndef add(a, b):\n"
+                                  "    for _ in range(20000): print('PASSED all tests ok', flush=True)\n"
+                                  "    sys.stderr.write('x' * (8 << 20))\n    return 0\n"),
+    "write outside the workspace": (None, "def solve(x):\n    ok = []\n"
+                                    "    for t in ['/etc/passwd', '/usr/bin/python3', '/opt/sandgym/agent/agent.py', '/pwned']:\n"
+                                    "        try:\n            open(t, 'w').write('pwned'); ok.append(t)\n"
+                                    "        except OSError: pass\n    return ','.join(ok)\n"),
 }
+
+def descendants() -> set[int]:
+    """This test process's descendants (local sandboxes are among them;
+    containers are the engine's, and are checked by label instead)."""
+    parent = {}
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    parent[int(p)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def settled(check, timeout_s=10.0) -> bool:
+    """Teardown is asynchronous: wait for it, without a fixed sleep."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
@@ -133,8 +169,17 @@ def test_attacks_fail_on_every_backend(rt, attack):
         # ends the whole sandbox (exit 2, before any timeout), which reads
         # as an infrastructure error instead of the candidate's failure.
         pytest.xfail("runsc: a fork bomb ends the whole sandbox")
+    rt.create().close()  # the zygote (local) is up before the baseline
+    containers_before = {c.id for c in sandgym_containers()}
+    processes_before = descendants()
     v = verify(task, code, rt)
     assert v.outcome in ("failed", "timeout"), (attack, v.outcome, v.detail)
+    if attack == "write outside the workspace":
+        assert v.tests[0].detail.endswith("got ''"), v.tests[0].detail  # not one write succeeded
+    # Nothing of the attack outlives its sandbox, on the host or in the engine.
+    assert settled(lambda: {c.id for c in sandgym_containers()} <= containers_before)
+    assert settled(lambda: not descendants() - processes_before), descendants() - processes_before
+    assert not os.path.exists("/pwned")
 
 
 def test_reading_hidden_tests_fails_on_every_backend(rt):
@@ -227,3 +272,29 @@ def test_sandboxes_left_open_are_removed_at_exit():
     names = out.stdout.strip().split(",")
     assert len(names) == 2
     assert not {c.name for c in sandgym_containers()} & set(names)
+
+
+def test_swe_family_on_every_backend(rt):
+    """The SWE family's agent sandbox (git, persistent shell) and verifier
+    (git apply, pytest through the verifier's runner) on each backend."""
+    import gymnasium
+
+    from sandgym.specs import bundled_dir
+    from sandgym.verifiers.swe_repo import verify as verify_swe
+
+    tasks = TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1")
+    task = tasks.tasks[0]
+    null = verify_swe(task, "", rt)
+    assert (null.status, null.outcome) == ("NO", "failed"), null.detail
+    env = gymnasium.make("sandgym/SWERepo-v0", tasks=tasks, runtime=rt)
+    try:
+        env.reset(options={"task_id": task.id})
+        obs, *_ = env.step({"tool": "bash", "command": "cd billing && export MARK=kept && git log --oneline | wc -l"})
+        assert obs["feedback"].splitlines()[0].strip() == "1"  # one squashed commit
+        obs, *_ = env.step({"tool": "bash", "command": "pwd; echo $MARK"})
+        assert obs["feedback"].splitlines()[:2] == ["/workspace/repo/billing", "kept"]
+        for action in env.unwrapped.oracle_actions():
+            obs, reward, terminated, truncated, info = env.step(action)
+        assert terminated and reward == 1.0 and env.unwrapped.last_verdict.status == "FULL"
+    finally:
+        env.close()

@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+import gymnasium
 import httpx
 import pytest
 
@@ -360,3 +361,37 @@ def test_shutdown_closes_open_sessions(servers):
         multi.stop()
     finally:
         env.close()
+
+
+def oracle_and_null(env_id: str) -> tuple[str, list, list]:
+    """A task of the env's bundled set, with its oracle and null actions."""
+    env = gymnasium.make(env_id)
+    try:
+        task_id = env.unwrapped.task_set.tasks[0].id
+        env.reset(options={"task_id": task_id})
+        return task_id, env.unwrapped.oracle_actions(), env.unwrapped.null_actions()
+    finally:
+        env.close()
+
+
+def as_openenv_action(action) -> dict:
+    return {"call": action} if isinstance(action, dict) else {"text": action}
+
+
+@pytest.mark.parametrize("env_id", ["sandgym/SWERepo-v0", "sandgym/BrowserForm-v0"])
+def test_every_family_plays_whole_episodes(tmp_path, env_id):
+    task_id, oracle, null = oracle_and_null(env_id)
+    server = Server(tmp_path / "serve.log", "--env", env_id, "--session-timeout", "120")
+    try:
+        server.wait_healthy(time.monotonic() + STARTUP_S)
+        with server.client() as env:
+            for actions, reward, outcome in ((oracle, 1.0, "passed"), (null, 0.0, "failed")):
+                r = env.reset(task_id=task_id)
+                assert r.observation["task"] and not r.done
+                for action in actions:
+                    assert not r.done
+                    r = env.step(as_openenv_action(action))
+                assert r.done and r.reward == reward and r.observation["outcome"] == outcome, r.observation
+            assert env.state()["task_id"] == task_id
+    finally:
+        server.stop()

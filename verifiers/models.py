@@ -27,6 +27,8 @@ class Attempt(BaseModel):
     create_s: float | None = None
     output: str = ""
     isolation: str | None = None
+    # A family's own status name (SWE: FULL, PARTIAL, NO, ...); None elsewhere.
+    status: str | None = None
 
 
 class Verdict(BaseModel):
@@ -36,6 +38,8 @@ class Verdict(BaseModel):
     detail: str = ""
     violations: list[str] = Field(default_factory=list)
     attempts: list[Attempt] = Field(default_factory=list)
+    # A family's own status name (SWE: FULL, PARTIAL, NO, ...); None elsewhere.
+    status: str | None = None
 
     @property
     def pass_rate(self) -> float:

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.spaces import UnicodeText
-from sandgym.specs import CodeTaskPair, TaskSet, bundled_task_set
+from sandgym.specs import CodeTaskPair, TaskSet, choose_task, load_family_task_set
 from sandgym.verifiers.code_function import boundary_mount, candidate_isolation, run_examples, verify
 from sandgym.verifiers.models import RewardScheme, Verdict
 
@@ -29,9 +29,7 @@ Mode = Literal["single", "multi"]
 
 
 def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
-    if isinstance(tasks, TaskSet):
-        return tasks
-    return TaskSet.load(tasks if tasks is not None else bundled_task_set("code_function"))
+    return load_family_task_set(tasks, "code_function", ENV_ID)
 
 
 def _call_text(entry_point: str, ex) -> str:
@@ -112,15 +110,9 @@ class CodeFunctionEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        options = options or {}
-        unknown = set(options) - {"task_id"}
-        if unknown:
-            raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'task_id'")
+        task = choose_task(self.task_set, options, self.np_random)
         self._close_sandbox()
-        if options.get("task_id") is not None:
-            self.task = self.task_set.get(options["task_id"])
-        else:
-            self.task = self.task_set.tasks[int(self.np_random.integers(len(self.task_set)))]
+        self.task = task
         self._turn, self._done = 0, False
         self._last_code = self.submitted_code = None
         self.last_verdict = None

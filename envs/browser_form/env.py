@@ -1,0 +1,284 @@
+"""sandgym/BrowserForm-v0: web forms in a real browser; the server's state decides.
+
+Each env instance (one worker) owns one sandbox with Chromium and the
+bundled app on a loopback-only network. Every reset puts a fresh copy of
+the task's database snapshot in place and opens a new BrowserContext, so
+no cookie, storage or server row survives from one episode to the next.
+Actions are text in a small grammar (see actions.py); `done()` ends the
+episode and the verifier reads the database from the host side.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from sandgym.outcomes import Outcome
+from sandgym.runtimes import Runtime
+from sandgym.runtimes.browser import AppSpec
+from sandgym.runtimes.staging import stage_dir
+from sandgym.spaces import UnicodeText
+from sandgym.specs import TaskPair, TaskSet, choose_task, load_family_task_set
+from sandgym.verifiers.browser_form import read_state, state_json, verify
+from sandgym.verifiers.models import Verdict
+
+from .actions import GRAMMAR, ActionError, parse_action
+from .app.schema import build_database
+from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, sandbox_owner
+
+ENV_ID = "sandgym/BrowserForm-v0"
+APP_MODULE = "formapp:app"
+DB_NAME = "app.sqlite"
+DEFAULT_MAX_STEPS = 30
+
+
+def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
+    return load_family_task_set(tasks, "browser_form", ENV_ID)
+
+
+def form_app() -> AppSpec:
+    return AppSpec(app=APP_MODULE, source_dir=stage_dir(Path(__file__).parent / "app"))
+
+
+def render_goal(task: TaskPair, max_steps: int) -> str:
+    return (f"{task.visible.goal.strip()}\n\nYou are using a web app in a browser. Each turn you see the page's "
+            f"accessibility snapshot; elements carry refs like [ref=e12]. {GRAMMAR} Call done() when the task is "
+            f"finished; you have {max_steps} actions.")
+
+
+class BrowserFormEnv(gym.Env):
+    """See the module docstring. After the last step `info` holds `outcome`,
+    `reward_valid` and per-check `tests`; `last_verdict`, `artifact` (the
+    final server state as JSON) and `timings` are on the env."""
+
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
+    reward_scheme = "binary"
+
+    def __init__(self, tasks: str | Path | TaskSet | None = None, runtime: str | Runtime = "local",
+                 max_steps: int = DEFAULT_MAX_STEPS, verifier_retries: int = 2, render_mode: str | None = None,
+                 screenshot: bool = False):
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        if verifier_retries < 0:
+            raise ValueError(f"verifier_retries must be 0 or more, got {verifier_retries}")
+        if render_mode not in (None, "ansi", "rgb_array"):
+            raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
+        self.task_set = load_task_set(tasks)
+        self.session = BrowserSession(form_app(), drop_to=sandbox_owner(runtime))
+        self.max_steps = max_steps
+        self.verifier_retries = verifier_retries
+        self.render_mode = render_mode
+        self.with_screenshot = screenshot
+        obs = {"task": UnicodeText(), "feedback": UnicodeText()}
+        if screenshot:
+            obs["screenshot"] = spaces.Box(0, 255, (VIEWPORT["height"], VIEWPORT["width"], 3), np.uint8)
+        self.observation_space = spaces.Dict(obs)
+        self.action_space = UnicodeText()
+        self.task: TaskPair | None = None
+        self.last_verdict: Verdict | None = None
+        self.artifact: str | None = None
+        self.violations: list[str] = []
+        self.timings: dict[str, float] = {}
+        self._snapshots = Path(tempfile.mkdtemp(prefix="sandgym-form-snapshots-"))
+        self._step = 0
+        self._limit = max_steps
+        self._done = True
+        self._obs: dict[str, Any] = {}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"max_steps": self.max_steps, "verifier_retries": self.verifier_retries,
+                "screenshot": self.with_screenshot}
+
+    def oracle_actions(self) -> list[str]:
+        if self.task is None:
+            raise RuntimeError("call reset() first: the oracle's actions belong to the current task")
+        return list(self.task.hidden.oracle)
+
+    def null_actions(self) -> list[str]:
+        return ["done()"]
+
+    # -- gymnasium API -------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        task = choose_task(self.task_set, options, self.np_random)
+        self.task = task
+        self.last_verdict, self.artifact, self.violations = None, None, []
+        self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
+        self._step, self._done = 0, False
+        self._limit = self.task.visible.max_steps or self.max_steps
+        t0 = time.perf_counter()
+        self.session.close_context()  # nothing of the last episode may write after the swap
+        self.session.ensure_browser()
+        cookies = self._install_database(self.task)
+        page = self.session.new_page(cookies)
+        page.goto(self.session.origin + self.task.visible.start_path, wait_until="load")
+        self.timings["create_s"] = time.perf_counter() - t0
+        self._obs = {"task": render_goal(self.task, self._limit)}
+        return self._observe("(episode start)", None), self._info()
+
+    def step(self, action: str):
+        if self._done or self.task is None:
+            raise RuntimeError("the episode is over (or never began): call reset() first")
+        from playwright.sync_api import Error as PlaywrightError
+
+        self._step += 1
+        t0 = time.perf_counter()
+        tool, error = "invalid", None
+        try:
+            parsed = parse_action(action)
+            tool = parsed.kind
+            if parsed.kind == "done":
+                return self._finish(tool)
+            self.session.perform(parsed)
+        except ActionError as e:
+            error = f"not an action: {e}. {GRAMMAR}"
+        except ActionRefused as e:
+            error, tool = str(e), "refused"
+            if e.violation:
+                self.violations.append(str(e))
+        except LookupError as e:
+            error = str(e.args[0]) if e.args else str(e)
+        except SessionBroken as e:
+            return self._finish(tool, session_error=str(e))
+        except PlaywrightError as e:
+            error = f"the action failed: {str(e).splitlines()[0][:300]}"
+        finally:
+            self.timings["exec_s"] += time.perf_counter() - t0
+        if self._step >= self._limit:
+            return self._finish(tool, truncated=True)
+        try:
+            obs = self._observe(action, error)
+        except SessionBroken as e:
+            return self._finish(tool, session_error=str(e))
+        return obs, 0.0, False, False, self._info(tool=tool, error=error)
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return f"{self._obs.get('task', '')}\n\n{self._obs.get('feedback', '')}"
+        if self.render_mode == "rgb_array":
+            return self._screenshot_array()
+        return None
+
+    def screenshot(self) -> bytes:
+        """A PNG of the current page."""
+        return self.session.screenshot()
+
+    def close(self) -> None:
+        self.session.close()
+        shutil.rmtree(self._snapshots, ignore_errors=True)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _install_database(self, task: TaskPair) -> list[dict]:
+        """Put a fresh copy of the task's snapshot in place (a new inode: a request
+        still holding the old file writes nowhere), with a session if the task
+        starts signed in. Returns the cookies the new context starts with."""
+        snap = self._snapshots / f"{hashlib.sha256(task.id.encode()).hexdigest()[:16]}.sqlite"
+        if not snap.exists():
+            tmp = snap.with_suffix(".tmp")
+            tmp.unlink(missing_ok=True)
+            build_database(tmp, task.visible.seed)
+            os.replace(tmp, snap)
+        state_dir = self.session.state_dir
+        staged = state_dir / (DB_NAME + ".new")
+        shutil.copyfile(snap, staged)
+        cookies: list[dict] = []
+        if task.visible.login_as:
+            import sqlite3
+
+            token = secrets.token_urlsafe(24)
+            con = sqlite3.connect(staged)
+            try:
+                row = con.execute("SELECT id FROM users WHERE username = ?", (task.visible.login_as,)).fetchone()
+                if row is None:
+                    raise ValueError(f"task {task.id!r}: login_as names {task.visible.login_as!r}, "
+                                     "which is not a seeded user")
+                con.execute("INSERT INTO sessions (token, user_id) VALUES (?, ?)", (token, row[0]))
+                con.commit()
+            finally:
+                con.close()
+            cookies.append({"name": "sid", "value": token, "url": self.session.origin, "httpOnly": True})
+        if self.session.sandbox.drop_to:
+            os.chown(staged, *self.session.sandbox.drop_to)
+        os.chmod(staged, 0o600)
+        for leftover in state_dir.glob(DB_NAME + "-*"):  # a journal of the last episode
+            leftover.unlink(missing_ok=True)
+        os.replace(staged, state_dir / DB_NAME)
+        return cookies
+
+    def _observe(self, action: str | None, error: str | None) -> dict[str, Any]:
+        last = "" if action is None else (f"Last action: {action.strip()[:200]} -> "
+                                          + (f"error: {error}" if error else "ok") + "\n")
+        feedback = (f"URL: {self.session.path()}\n{last}Step {self._step} of {self._limit}.\n\n"
+                    f"{self.session.snapshot()}")
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        out = dict(self._obs)
+        if self.with_screenshot:
+            out["screenshot"] = self._screenshot_array()
+        return out
+
+    def _screenshot_array(self) -> np.ndarray:
+        import io
+
+        from PIL import Image
+
+        img = Image.open(io.BytesIO(self.session.screenshot())).convert("RGB")
+        return np.asarray(img, dtype=np.uint8).copy()
+
+    def _info(self, **extra: Any) -> dict[str, Any]:
+        assert self.task is not None
+        return {"task_id": self.task.id, "step": self._step, "max_steps": self._limit, **extra}
+
+    def _finish(self, tool: str, truncated: bool = False, session_error: str | None = None):
+        assert self.task is not None
+        self._done = True
+        t0 = time.perf_counter()
+        captured: list = []
+
+        def load_state():
+            state = read_state(self.session.state_dir / DB_NAME)
+            captured[:] = [state]
+            return state
+
+        self.last_verdict = verify(self.task.hidden, load_state, retries=self.verifier_retries,
+                                   violations=self.violations, session_error=session_error)
+        self.artifact = state_json(captured[0]) if captured else None
+        self.timings["verify_s"] = time.perf_counter() - t0
+        verdict = self.last_verdict
+        reward = verdict.reward(self.reward_scheme)
+        text = f"Verdict: {verdict.outcome.value}."
+        if verdict.outcome == Outcome.ENV_ERROR:
+            text += f" An infrastructure error ended the episode ({verdict.detail}); this is not a score."
+            if self.session.sandbox is not None:
+                self.session.close()  # relaunched by the next reset
+        elif truncated:
+            text = f"The step limit ({self._limit}) was reached. " + text
+        feedback = text
+        if verdict.outcome != Outcome.ENV_ERROR:
+            try:
+                feedback = f"{text}\n\nURL: {self.session.path()}\n\n{self.session.snapshot()}"
+            except SessionBroken:
+                pass
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        out = dict(self._obs)
+        if self.with_screenshot:
+            try:
+                out["screenshot"] = self._screenshot_array()
+            except Exception:
+                out["screenshot"] = np.zeros(self.observation_space["screenshot"].shape, np.uint8)
+        info = self._info(tool=tool, outcome=verdict.outcome.value, reward_valid=reward is not None,
+                          pass_rate=verdict.pass_rate,
+                          tests=[{"name": t.name, "status": t.status} for t in verdict.tests])
+        return out, float(reward or 0.0), not truncated, truncated, info

@@ -1,0 +1,210 @@
+"""sandgym/MiniWoB-<task>-v0: the MiniWoB++ task pages of the `miniwob` wheel, in the browser sandbox.
+
+The pages are served over http on the sandbox's loopback (flight.* pages
+need http) by the same sandbox as the form app. A reset opens a new
+BrowserContext, loads the page and starts a seeded episode with the time
+limit lifted (`Math.seedrandom(seed); core.EPISODE_MAX_TIME = T;
+core.startEpisodeReal()`), then waits for `WOB_TASK_READY`. The goal is
+`core.getUtterance()`; the reward is the page's undiscounted
+`WOB_RAW_REWARD_GLOBAL` once `WOB_DONE_GLOBAL` is set. The agent has no
+action that runs script, so it cannot set these itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from sandgym.outcomes import Outcome
+from sandgym.runtimes import Runtime
+from sandgym.runtimes.browser import AppSpec, stage_tree
+from sandgym.runtimes.staging import stage_dir
+from sandgym.spaces import UnicodeText
+from sandgym.verifiers.models import Attempt, Verdict
+
+from .actions import GRAMMAR, ActionError, parse_action
+from .session import ActionRefused, BrowserSession, SessionBroken, sandbox_owner
+
+STATIC_IN_SANDBOX = "/opt/sandgym/static"
+# The longest delay setTimeout honours (2^31 - 1 ms would overflow past it): 24 hours.
+NO_TIME_LIMIT_MS = 86_400_000
+READY_TIMEOUT_MS = 15_000
+VERIFIER_VERSION = "miniwob-1"
+
+
+def miniwob_html() -> Path:
+    spec = importlib.util.find_spec("miniwob")  # found, not imported (its __init__ registers gym envs)
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("the MiniWoB envs need the `miniwob` wheel: install sandgym[browser]")
+    return Path(list(spec.submodule_search_locations)[0]) / "html"
+
+
+def miniwob_tasks() -> list[str]:
+    try:
+        return sorted(p.stem for p in (miniwob_html() / "miniwob").glob("*.html"))
+    except ValueError:
+        return []
+
+
+def env_id(task: str) -> str:
+    return f"sandgym/MiniWoB-{task}-v0"
+
+
+def register_miniwob() -> None:
+    """One Gymnasium id per task page in the installed wheel."""
+    for task in miniwob_tasks():
+        if env_id(task) not in gym.registry:
+            gym.register(id=env_id(task), entry_point="sandgym.envs.browser_form.miniwob:MiniWoBEnv",
+                         kwargs={"task": task})
+
+
+def miniwob_app() -> AppSpec:
+    html = miniwob_html()
+    import importlib.metadata as md
+
+    staged = stage_tree(html, f"miniwob-html-{md.version('miniwob')}")
+    return AppSpec(app="static_app:app", source_dir=stage_dir(Path(__file__).parent / "app"),
+                   env={"SANDGYM_STATIC_ROOT": STATIC_IN_SANDBOX}, mounts=((str(staged), STATIC_IN_SANDBOX),))
+
+
+class MiniWoBEnv(gym.Env):
+    """One MiniWoB++ task. The step reward is 0 until the page ends the
+    episode; then it is the raw reward (-1..1). `done()` ends it early."""
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    reward_scheme = "raw"
+    mode = "multi"
+
+    def __init__(self, task: str, runtime: str | Runtime = "local", max_steps: int = 20,
+                 render_mode: str | None = None):
+        if task not in miniwob_tasks():
+            raise ValueError(f"unknown MiniWoB task {task!r}; the wheel has {len(miniwob_tasks())}, "
+                             f"e.g. click-button, enter-text")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        self.task_name = task
+        self.max_steps = max_steps
+        self.render_mode = render_mode
+        self.session = BrowserSession(miniwob_app(), drop_to=sandbox_owner(runtime))
+        self.observation_space = gym.spaces.Dict({"task": UnicodeText(), "feedback": UnicodeText()})
+        self.action_space = UnicodeText()
+        self.last_verdict: Verdict | None = None
+        self.artifact: str | None = None
+        self.timings: dict[str, float] = {}
+        self.utterance = ""
+        self._step = 0
+        self._done = True
+        self._obs: dict[str, str] = {}
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return {"task": self.task_name, "max_steps": self.max_steps}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        if options:
+            raise ValueError(f"unknown reset option(s) {sorted(options)}; MiniWoB envs take none")
+        page_seed = int(self.np_random.integers(2**31 - 1))
+        t0 = time.perf_counter()
+        self.session.ensure_browser()
+        page = self.session.new_page()
+        page.goto(f"{self.session.origin}/miniwob/{self.task_name}.html", wait_until="load")
+        page.evaluate("([seed, t]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = t; core.startEpisodeReal(); }",
+                      [page_seed, NO_TIME_LIMIT_MS])
+        page.wait_for_function("() => WOB_TASK_READY === true", timeout=READY_TIMEOUT_MS)
+        self.utterance = page.evaluate("() => core.getUtterance()")
+        self.timings = {"create_s": time.perf_counter() - t0, "exec_s": 0.0, "verify_s": 0.0}
+        self.last_verdict, self.artifact = None, None
+        self._step, self._done = 0, False
+        self._obs = {"task": f"{self.utterance}\n\n{GRAMMAR} goto() is not available here.",
+                     "feedback": self._feedback(None, None)}
+        return dict(self._obs), {"task": self.task_name, "seed": page_seed, "step": 0}
+
+    def _feedback(self, action: str | None, error: str | None) -> str:
+        last = "" if action is None else (f"Last action: {action.strip()[:200]} -> "
+                                          + (f"error: {error}" if error else "ok") + "\n")
+        return f"{last}Step {self._step} of {self.max_steps}.\n\n{self.session.snapshot()}"
+
+    def _wob(self) -> dict[str, Any]:
+        return self.session.page.evaluate(
+            "() => ({done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON})")
+
+    def step(self, action: str):
+        if self._done:
+            raise RuntimeError("the episode is over (or never began): call reset() first")
+        from playwright.sync_api import Error as PlaywrightError
+
+        self._step += 1
+        tool, error = "invalid", None
+        t0 = time.perf_counter()
+        try:
+            parsed = parse_action(action)
+            tool = parsed.kind
+            if parsed.kind == "done":
+                return self._finish(tool)
+            if parsed.kind == "goto":
+                raise ActionRefused("goto() is not available in MiniWoB tasks: act on the page")
+            self.session.perform(parsed)
+            if self._wob()["done"]:
+                return self._finish(tool)
+        except ActionError as e:
+            error = f"not an action: {e}. {GRAMMAR}"
+        except ActionRefused as e:
+            error, tool = str(e), "refused"
+        except LookupError as e:
+            error = str(e.args[0]) if e.args else str(e)
+        except SessionBroken as e:
+            return self._finish(tool, session_error=str(e))
+        except PlaywrightError as e:
+            error = f"the action failed: {str(e).splitlines()[0][:300]}"
+        finally:
+            self.timings["exec_s"] += time.perf_counter() - t0
+        if self._step >= self.max_steps:
+            return self._finish(tool, truncated=True)
+        try:
+            self._obs = {"task": self._obs["task"], "feedback": self._feedback(action, error)}
+        except SessionBroken as e:
+            return self._finish(tool, session_error=str(e))
+        return dict(self._obs), 0.0, False, False, {"task": self.task_name, "step": self._step, "tool": tool,
+                                                     "error": error}
+
+    def _finish(self, tool: str, truncated: bool = False, session_error: str | None = None):
+        self._done = True
+        t0 = time.perf_counter()
+        wob: dict[str, Any] = {}
+        if session_error is None:
+            try:
+                wob = self._wob()
+            except Exception as e:  # the page or browser died at the end
+                session_error = f"reading the page's reward failed: {e}"
+        if session_error is not None:
+            outcome, raw, detail = Outcome.ENV_ERROR, None, session_error
+            self.session.close()
+        else:
+            raw = float(wob["raw"]) if wob.get("done") else 0.0
+            outcome = Outcome.PASSED if raw > 0 else Outcome.FAILED
+            detail = str(wob.get("reason") or ("the episode did not finish" if not wob.get("done") else ""))
+        self.artifact = None if session_error else json.dumps(wob, sort_keys=True)
+        self.last_verdict = Verdict(verifier_version=VERIFIER_VERSION, outcome=outcome, detail=detail,
+                                    attempts=[Attempt(outcome=outcome, detail=detail)])
+        self.timings["verify_s"] = time.perf_counter() - t0
+        feedback = f"Verdict: {outcome.value} (raw reward {raw})."
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        info = {"task": self.task_name, "step": self._step, "tool": tool, "outcome": outcome.value,
+                "reward_valid": raw is not None, "raw_reward": raw}
+        return dict(self._obs), float(raw or 0.0), not truncated, truncated, info
+
+    def render(self):
+        if self.render_mode == "ansi":
+            return f"{self._obs.get('task', '')}\n\n{self._obs.get('feedback', '')}"
+        return None
+
+    def close(self) -> None:
+        self.session.close()

@@ -1,0 +1,220 @@
+"""One worker's browser: the sandbox, a fresh BrowserContext per episode, actions on its page.
+
+Shared by the form env and the MiniWoB envs. Everything here runs in the
+thread that created it (Playwright's sync API is bound to that thread).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from sandgym.runtimes import Runtime, SandboxError
+from sandgym.runtimes.browser import AppSpec, BrowserSandbox
+
+from .actions import Action, Target
+
+ACTION_TIMEOUT_MS = 5_000
+LOAD_TIMEOUT_MS = 15_000
+VIEWPORT = {"width": 1024, "height": 768}
+MAX_SNAPSHOT_CHARS = 30_000
+LAUNCH_ATTEMPTS = 3
+# URL schemes an agent may only use to escape the app: refused and recorded as a violation.
+ESCAPE_SCHEMES = ("file", "javascript", "data", "chrome", "chrome-extension", "about", "view-source",
+                  "blob", "filesystem", "devtools", "ws", "wss", "ftp")
+
+
+class SessionBroken(RuntimeError):
+    """The browser or its page died: infrastructure, not the agent."""
+
+
+class ActionRefused(ValueError):
+    """The action is well-formed but not allowed; `violation` when it tried to escape."""
+
+    def __init__(self, message: str, violation: bool = False):
+        super().__init__(message)
+        self.violation = violation
+
+
+def sandbox_owner(runtime: str | Runtime) -> tuple[int, int] | None:
+    """The unprivileged uid/gid the browser runs as, from the runtime the env was given."""
+    name = runtime if isinstance(runtime, str) else getattr(runtime, "name", type(runtime).__name__)
+    if name != "local":
+        raise ValueError(f"runtime {name!r} cannot run the browser envs; supported: 'local' "
+                         "(Chromium and the app in a bubblewrap sandbox with a loopback-only network)")
+    return None if isinstance(runtime, str) else getattr(runtime, "drop_to", None)
+
+
+class BrowserSession:
+    def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None):
+        self.app = app
+        self.drop_to = drop_to
+        self.sandbox: BrowserSandbox | None = None
+        self.context = None
+        self.page = None
+        self.broken: str | None = None
+        self.launch_s = 0.0
+
+    @property
+    def origin(self) -> str:
+        assert self.sandbox is not None
+        return self.sandbox.origin
+
+    @property
+    def state_dir(self) -> Path:
+        assert self.sandbox is not None
+        return self.sandbox.state_dir
+
+    def ensure_browser(self) -> None:
+        """A live browser, relaunched (with retries) after a crash."""
+        if self.sandbox is not None and self.sandbox.alive:
+            return
+        self.close()
+        t0 = time.perf_counter()
+        last: Exception | None = None
+        for _ in range(LAUNCH_ATTEMPTS):
+            sandbox = BrowserSandbox(self.app, drop_to=self.drop_to)
+            try:
+                browser = sandbox.start()
+            except SandboxError as e:
+                last = e
+                continue
+            browser.on("disconnected", lambda _b: self._mark_broken("the browser disconnected"))
+            self.sandbox = sandbox
+            self.launch_s = time.perf_counter() - t0
+            return
+        raise SandboxError(f"the browser would not start after {LAUNCH_ATTEMPTS} attempts: {last}")
+
+    def _mark_broken(self, why: str) -> None:
+        if self.broken is None:
+            self.broken = why
+
+    def new_page(self, cookies: list[dict] | None = None):
+        """A new BrowserContext (no cookies, storage, cache or service workers of any earlier episode)."""
+        self.close_context()
+        assert self.sandbox is not None and self.sandbox.browser is not None
+        self.broken = None
+        self.context = self.sandbox.browser.new_context(viewport=VIEWPORT, service_workers="block",
+                                                        accept_downloads=False)
+        self.context.set_default_timeout(ACTION_TIMEOUT_MS)
+        self.context.set_default_navigation_timeout(LOAD_TIMEOUT_MS)
+        if cookies:
+            self.context.add_cookies(cookies)
+        self.page = self.context.new_page()
+        self.page.on("crash", lambda _p: self._mark_broken("the page crashed"))
+        return self.page
+
+    def close_context(self) -> None:
+        if self.context is not None:
+            try:
+                self.context.close()
+            except Exception:  # the browser may be gone already
+                pass
+        self.context = self.page = None
+
+    def close(self) -> None:
+        self.close_context()
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None
+
+    # -- observation -------------------------------------------------------------------------
+
+    def check_alive(self) -> None:
+        if self.broken:
+            raise SessionBroken(self.broken)
+        if self.sandbox is None or not self.sandbox.alive:
+            raise SessionBroken("the browser is not running")
+        if self.page is None or self.page.is_closed():
+            raise SessionBroken("the page was closed")
+
+    def path(self) -> str:
+        url = self.page.url
+        if url.startswith(self.origin):
+            return url[len(self.origin):] or "/"
+        return url
+
+    def snapshot(self) -> str:
+        from playwright.sync_api import Error as PlaywrightError
+
+        self.check_alive()
+        try:
+            text = self.page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
+        except PlaywrightError as e:
+            self.check_alive()
+            raise SessionBroken(f"the accessibility snapshot failed: {e}") from e
+        if len(text) > MAX_SNAPSHOT_CHARS:
+            text = text[:MAX_SNAPSHOT_CHARS] + f"\n... (snapshot cut at {MAX_SNAPSHOT_CHARS} characters)"
+        return text
+
+    def screenshot(self) -> bytes:
+        self.check_alive()
+        return self.page.screenshot(type="png")
+
+    # -- actions -----------------------------------------------------------------------------
+
+    def app_url(self, text: str) -> str:
+        """The absolute URL of a goto argument, or ActionRefused if it leaves the app."""
+        raw = text.strip()
+        parts = urlsplit(raw)
+        scheme = parts.scheme.lower()
+        if scheme in ESCAPE_SCHEMES or (scheme and scheme not in ("http", "https")):
+            raise ActionRefused(f"goto({raw!r}) refused: only paths inside the app, like \"/profile\"",
+                                violation=True)
+        if scheme or raw.startswith("//"):
+            if f"{parts.scheme}://{parts.netloc}" != self.origin:
+                raise ActionRefused(f"goto({raw!r}) refused: it leaves the app; give a path like \"/profile\"")
+            return raw
+        if not raw.startswith("/") or "\\" in raw:
+            raise ActionRefused(f"goto({raw!r}) refused: a path inside the app starts with '/', like \"/profile\"")
+        return self.origin + raw
+
+    def locate(self, target: Target):
+        page = self.page
+        if target.ref is not None:
+            loc = page.locator(f"aria-ref={target.ref}")
+            what = target.ref
+        else:
+            loc = page.get_by_role(target.role, name=target.name, exact=True)
+            what = f'"{target.role}:{target.name}"'
+        n = loc.count()
+        if n == 0:
+            raise LookupError(f"no element {what} on this page (refs change when the page changes: "
+                              "use one from the latest snapshot)")
+        if n > 1:
+            raise LookupError(f"{what} matches {n} elements; use a ref from the snapshot")
+        return loc
+
+    def perform(self, action: Action) -> None:
+        """Run one action and wait until the page has loaded. Raises ActionRefused,
+        LookupError or playwright's Error for the agent's mistakes, SessionBroken
+        when the browser died."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        self.check_alive()
+        page = self.page
+        try:
+            if action.kind == "goto":
+                page.goto(self.app_url(action.text or ""), wait_until="load")
+            elif action.kind == "press":
+                page.keyboard.press(action.text or "")
+            else:
+                loc = self.locate(action.target)
+                if action.kind == "click":
+                    loc.click()
+                elif action.kind == "fill":
+                    loc.fill(action.text or "")
+                elif action.kind == "select":
+                    loc.select_option(action.text or "")
+            # Readiness: whatever navigation the action started has loaded.
+            page.wait_for_load_state("load")
+        except PlaywrightError:
+            self.check_alive()  # a dead browser is the infrastructure's failure, not the agent's
+            raise
+        self.check_alive()
+        url = page.url
+        if not url.startswith(self.origin + "/") and url != self.origin:
+            # Nothing in the app links out; should a page end up elsewhere, bring it back.
+            page.goto(self.origin + "/", wait_until="load")
+            raise ActionRefused(f"the page left the app (to {url[:100]!r}) and was brought back")

@@ -1,0 +1,394 @@
+"""Chromium and one web app in a bubblewrap sandbox with a loopback-only network.
+
+Playwright launches a small wrapper script as if it were the browser. The
+wrapper drops to an unprivileged host user (as root), enters bubblewrap
+(new user, PID, network, IPC, UTS and mount namespaces; read-only /usr;
+tmpfs /tmp and HOME) and runs the launcher, which binds the app's socket
+on 127.0.0.1 inside that network namespace, forks the app, hides the state
+folder from the browser and execs Chromium. Playwright's pipe fds 3 and 4
+pass straight through. The page can reach the app and nothing else: the
+namespace has only `lo`.
+
+The state folder (`state_dir`, host side) is the app's: its SQLite
+database lives there, and the host reads it directly (the verifier's side
+channel). Chromium's mount namespace has an empty tmpfs over it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import select
+import signal
+import tempfile
+import threading
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .base import RuntimeUnavailable, SandboxError
+from .local import ETC_ALLOWED
+from .staging import _stage, stage_dir, staging_root
+
+CHROMIUM = "/usr/lib/chromium/chromium"
+SANDBOX_PYTHON = "/usr/bin/python3"
+STATE_IN_SANDBOX = "/state"
+LAUNCHER_DIR = "/opt/sandgym/browser"
+APP_DIR = "/opt/sandgym/app"
+SITE_ZIP = "/opt/sandgym/site/site.zip"
+HOME = "/home/sandbox"
+MARKER_ENV = "SANDGYM_BROWSER_ID"
+# Pure-Python packages the app needs, staged as one zip the sandbox imports from.
+APP_PACKAGES = ("starlette", "uvicorn", "anyio", "h11", "sniffio", "idna", "click", "typing_extensions")
+# Extra /etc entries Chromium wants (fonts); nothing secret.
+ETC_BROWSER = ("fonts",)
+LAUNCH_TIMEOUT_MS = 30_000
+EXIT_GRACE_S = 5.0
+
+_site_lock = threading.Lock()
+_site_dir: Path | None = None
+
+
+def staged_site_packages() -> Path:
+    """A world-readable folder with site.zip: the app's dependencies, compiled."""
+    global _site_dir
+    with _site_lock:
+        if _site_dir is None:
+            import importlib
+
+            buf_path = Path(tempfile.mkdtemp(prefix="sandgym-site-")) / "site.zip"
+            try:
+                with zipfile.PyZipFile(buf_path, "w", optimize=0) as z:
+                    for name in APP_PACKAGES:
+                        mod = importlib.import_module(name)
+                        path = Path(mod.__file__)
+                        z.writepy(str(path.parent if path.name == "__init__.py" else path))
+                _site_dir = _stage("browser-site", {"site.zip": buf_path.read_bytes()})
+            finally:
+                shutil.rmtree(buf_path.parent, ignore_errors=True)
+        return _site_dir
+
+
+def stage_tree(src: Path, key: str) -> Path:
+    """A world-readable copy of a whole folder (e.g. static pages), staged once per `key`."""
+    dest = staging_root() / key
+    if dest.is_dir():
+        return dest
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=staging_root()))
+    shutil.copytree(src, tmp / "tree")
+    for dirpath, dirnames, filenames in os.walk(tmp):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o644)
+    try:
+        os.rename(tmp / "tree", dest)
+    except OSError:  # staged by another process first
+        pass
+    shutil.rmtree(tmp, ignore_errors=True)
+    return dest
+
+
+@dataclass(frozen=True)
+class AppSpec:
+    """The web app to serve: `module:attribute` of an ASGI app found in `source_dir`.
+
+    `mounts`: extra (host folder, sandbox path) pairs bound read-only, e.g. static pages."""
+
+    app: str
+    source_dir: Path
+    env: dict[str, str] = field(default_factory=dict)
+    port: int = 8000
+    mounts: tuple[tuple[str, str], ...] = ()
+
+
+def default_drop_to() -> tuple[int, int] | None:
+    if os.geteuid() != 0:
+        return None
+    uid = int(os.environ.get("SANDGYM_SANDBOX_UID", 65534))
+    return uid, int(os.environ.get("SANDGYM_SANDBOX_GID", uid))
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
+_thread_driver = threading.local()
+
+
+def _acquire_playwright():
+    """The calling thread's Playwright driver, shared by its sandboxes.
+
+    Playwright's sync API allows one running instance per thread; every
+    browser this thread launches goes through it."""
+    from playwright.sync_api import sync_playwright
+
+    if getattr(_thread_driver, "playwright", None) is None:
+        _thread_driver.playwright = sync_playwright().start()
+        _thread_driver.users = 0
+    _thread_driver.users += 1
+    return _thread_driver.playwright
+
+
+def _release_playwright() -> None:
+    _thread_driver.users -= 1
+    if _thread_driver.users == 0:
+        try:
+            _thread_driver.playwright.stop()
+        except Exception:  # the driver may have died with a crash
+            pass
+        _thread_driver.playwright = None
+
+
+def _pidfds(pids: list[int]) -> dict[int, int]:
+    """pidfds (which name a process for good, unlike a pid that may be reused)."""
+    fds = {}
+    for pid in pids:
+        try:
+            fds[pid] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            pass
+    return fds
+
+
+def _wait_exited(pidfds: dict[int, int], timeout_s: float) -> bool:
+    """Wait until every process has exited (a pidfd turns readable then)."""
+    poller = select.poll()
+    for fd in pidfds.values():
+        poller.register(fd, select.POLLIN)
+    left = set(pidfds.values())
+    deadline = time.monotonic() + timeout_s
+    while left:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        for fd, _ in poller.poll(remaining * 1000):
+            left.discard(fd)
+            poller.unregister(fd)
+    return True
+
+
+def _wait_reaped(pids: list[int], timeout_s: float) -> None:
+    """Processes that have exited linger as zombies until their parent reaps
+    them, which the parent does on SIGCHLD: a brief, bounded wait."""
+    deadline = time.monotonic() + timeout_s
+    for pid in pids:
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.002)
+
+
+class BrowserSandbox:
+    """One Chromium (driven by Playwright) and one app, in one sandbox.
+
+    Use from a single thread (Playwright's sync API is bound to the thread
+    that started it). `close()` ends Chromium, the app and the driver.
+    """
+
+    def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, headless: bool = True):
+        self.bwrap = shutil.which("bwrap")
+        if not self.bwrap:
+            raise RuntimeUnavailable("the browser sandbox needs bubblewrap: run `apt-get install bubblewrap`")
+        if not os.access(CHROMIUM, os.X_OK):
+            raise RuntimeUnavailable(f"the browser sandbox needs Chromium at {CHROMIUM}: run `apt-get install chromium`")
+        if os.geteuid() == 0 and not shutil.which("setpriv"):
+            raise RuntimeUnavailable("the browser sandbox as root needs setpriv: run `apt-get install util-linux`")
+        self.app = app
+        self.drop_to = drop_to if drop_to is not None else default_drop_to()
+        self.headless = headless
+        self.id = uuid.uuid4().hex[:12]
+        self.origin = f"http://127.0.0.1:{app.port}"
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"sandgym-browser-{self.id}-"))
+        os.chmod(self._tmp, 0o711)  # the sandbox user passes through to state/ only
+        self.state_dir = self._tmp / "state"
+        self.state_dir.mkdir(mode=0o700)
+        if self.drop_to:
+            os.chown(self.state_dir, *self.drop_to)
+        self._wrapper = self._tmp / "chromium-in-sandbox"
+        self._playwright = None
+        self.browser = None
+
+    # -- wrapper ---------------------------------------------------------------
+
+    def _bwrap_argv(self) -> list[str]:
+        a: list[str] = []
+        if self.drop_to:
+            uid, gid = self.drop_to
+            a += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
+        a += [self.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+              "--unshare-cgroup-try", "--unshare-net", "--uid", "1000", "--gid", "1000",
+              "--hostname", "sandbox", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
+        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / top
+            if host.is_symlink():
+                a += ["--symlink", os.readlink(host), f"/{top}"]
+            elif host.is_dir():
+                a += ["--ro-bind", str(host), f"/{top}"]
+        for name in (*ETC_ALLOWED, *ETC_BROWSER):
+            if os.path.exists(f"/etc/{name}"):
+                a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+        etc = _stage("browser-etc", {
+            "passwd": b"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n",
+            "group": b"root:x:0:\nsandbox:x:1000:\n",
+            "hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
+            "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
+        })
+        for name in sorted(os.listdir(etc)):
+            a += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--tmpfs", HOME,
+              "--ro-bind", str(stage_dir(Path(__file__).parent / "browser_sandbox")), LAUNCHER_DIR,
+              "--ro-bind", str(self.app.source_dir), APP_DIR,
+              "--ro-bind", str(staged_site_packages()), str(Path(SITE_ZIP).parent),
+              "--bind", str(self.state_dir), STATE_IN_SANDBOX,
+              *[x for src, dst in self.app.mounts for x in ("--ro-bind", src, dst)],
+              "--remount-ro", "/", "--chdir", HOME, "--clearenv",
+              "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", HOME, "--setenv", "LANG", "C.UTF-8",
+              "--setenv", "TMPDIR", "/tmp", "--setenv", MARKER_ENV, self.id]
+        cfg = {"port": self.app.port, "app": self.app.app, "python_path": [SITE_ZIP, APP_DIR],
+               "state_dir": STATE_IN_SANDBOX, "hide": [STATE_IN_SANDBOX],
+               "app_env": {"SANDGYM_APP_STATE": STATE_IN_SANDBOX, **self.app.env}}
+        a += ["--", SANDBOX_PYTHON, "-I", "-S", f"{LAUNCHER_DIR}/launcher.py", json.dumps(cfg)]
+        return a
+
+    def _write_wrapper(self) -> None:
+        script = "#!/bin/sh\nexec " + " ".join(shlex.quote(x) for x in self._bwrap_argv()) + ' "$@"\n'
+        self._wrapper.write_text(script)
+        os.chmod(self._wrapper, 0o700)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self):
+        """Launch Chromium (and with it the app); returns the Playwright Browser."""
+        from playwright.sync_api import Error as PlaywrightError
+
+        self._write_wrapper()
+        try:
+            self._playwright = _acquire_playwright()
+            self.browser = self._playwright.chromium.launch(
+                executable_path=str(self._wrapper), headless=self.headless,
+                # Inside the sandbox Chromium is an unprivileged user, so its own sandbox works too.
+                chromium_sandbox=True, timeout=LAUNCH_TIMEOUT_MS,
+                args=["--disable-gpu", "--disable-background-networking",
+                      "--disable-component-update", "--disable-sync", "--no-default-browser-check",
+                      "--disable-features=Translate,MediaRouter,OptimizationHints"],
+            )
+        except PlaywrightError as e:
+            self.close()
+            raise SandboxError(f"could not start Chromium in its sandbox: {e}\napp log: {self.app_log()}") from e
+        return self.browser
+
+    @property
+    def alive(self) -> bool:
+        return self.browser is not None and self.browser.is_connected()
+
+    def app_log(self) -> str:
+        try:
+            return (self.state_dir / "app.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def process_ids(self) -> list[int]:
+        """Every process of this sandbox: those carrying its marker in their
+        environment, their bubblewrap parents and all their descendants."""
+        needle = f"{MARKER_ENV}={self.id}".encode()
+        marked = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if needle in f.read().split(b"\0"):
+                        marked.append(int(entry))
+            except OSError:
+                continue
+        found: set[int] = set()
+        for pid in marked:
+            parent = _parent(pid)
+            while parent and _comm(parent) == "bwrap":
+                found.add(parent)
+                parent = _parent(parent)
+        frontier = list(marked)
+        while frontier:
+            pid = frontier.pop()
+            if pid in found and pid not in marked:
+                continue
+            found.add(pid)
+            frontier.extend(_children(pid))
+        return sorted(found)
+
+    def memory_bytes(self) -> int:
+        """Proportional set size (PSS) of the sandbox's processes: shared pages split fairly."""
+        total = 0
+        for pid in self.process_ids():
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as f:
+                    for line in f:
+                        if line.startswith("Pss:"):
+                            total += int(line.split()[1]) * 1024
+                            break
+            except OSError:
+                continue
+        return total
+
+    def close(self) -> None:
+        """End the browser, the app and Playwright's driver, and wait until
+        every process of the sandbox is gone. Idempotent."""
+        pidfds = _pidfds(self.process_ids())
+        try:
+            if self.browser is not None:
+                try:
+                    self.browser.close()
+                except Exception:  # a crashed browser is closed already
+                    pass
+                self.browser = None
+            # Chromium has gone; let Playwright's driver reap the wrapper it
+            # started before the driver itself stops (else a zombie is left to init).
+            _wait_exited(pidfds, EXIT_GRACE_S)
+            _wait_reaped(list(pidfds), EXIT_GRACE_S)
+            if self._playwright is not None:
+                _release_playwright()
+                self._playwright = None
+            pidfds.update(_pidfds(self.process_ids()))
+            if not _wait_exited(pidfds, EXIT_GRACE_S):
+                # Whatever outlives the browser (it should not) is killed.
+                for pid, fd in pidfds.items():
+                    try:
+                        signal.pidfd_send_signal(fd, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                _wait_exited(pidfds, EXIT_GRACE_S)
+        finally:
+            for fd in pidfds.values():
+                os.close(fd)
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> "BrowserSandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

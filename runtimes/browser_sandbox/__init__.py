@@ -1,0 +1,1 @@
+"""In-sandbox code of the browser sandbox (the launcher), mounted read-only."""

@@ -1,0 +1,71 @@
+"""sandgym/MiniWoB-<task>-v0: real pages of the miniwob wheel, solved by scripts that read the snapshot."""
+
+from __future__ import annotations
+
+import re
+
+import gymnasium as gym
+import pytest
+
+import sandgym  # noqa: F401
+from sandgym.envs.browser_form.miniwob import miniwob_tasks
+
+
+def ref_of(snapshot: str, role: str, name: str | None = None) -> str:
+    for line in snapshot.splitlines():
+        m = re.search(rf'- {role}(?: "([^"]*)")?.*\[ref=(\w+)\]', line)
+        if m and (name is None or m.group(1) == name):
+            return m.group(2)
+    raise AssertionError(f"no {role} {name!r} in\n{snapshot}")
+
+
+def solve(task: str, goal: str, snap: str) -> list[str]:
+    if task == "click-button":
+        label = re.search(r'Click on the "(.*)" button', goal).group(1)
+        return [f"click({ref_of(snap, 'button', label)})"]
+    if task == "enter-text":
+        word = re.search(r'Enter "(.*)" into', goal).group(1)
+        return [f'fill({ref_of(snap, "textbox")}, "{word}")', f'click({ref_of(snap, "button", "Submit")})']
+    if task == "focus-text":
+        return [f"click({ref_of(snap, 'textbox')})"]
+    if task == "click-checkboxes":
+        names = re.search(r"Select (.*) and click Submit", goal).group(1)
+        wanted = [] if names == "nothing" else re.split(r", | and ", names)
+        return [f"click({ref_of(snap, 'checkbox', n)})" for n in wanted] + [f'click({ref_of(snap, "button", "Submit")})']
+    raise AssertionError(task)
+
+
+def test_every_page_of_the_wheel_is_registered():
+    tasks = miniwob_tasks()
+    assert len(tasks) > 100
+    assert all(f"sandgym/MiniWoB-{t}-v0" in gym.registry for t in tasks)
+
+
+@pytest.mark.parametrize("task", ["click-button", "enter-text", "focus-text", "click-checkboxes"])
+def test_scripted_solution_scores(task):
+    env = gym.make(f"sandgym/MiniWoB-{task}-v0")
+    try:
+        obs, _ = env.reset(seed=5)
+        again, _ = env.reset(seed=5)
+        assert again["task"] == obs["task"]  # seeded: the same problem
+        goal = obs["task"].split("\n")[0]
+        for action in solve(task, goal, obs["feedback"]):
+            obs, reward, term, trunc, info = env.step(action)
+        assert term and reward == 1.0 and info["outcome"] == "passed", obs
+        # A wrong (empty) answer scores nothing.
+        env.reset(seed=6)
+        _, reward, term, _, info = env.step("done()")
+        assert term and reward <= 0 and info["outcome"] == "failed"
+    finally:
+        env.close()
+
+
+def test_time_limit_is_lifted_and_goto_refused():
+    env = gym.make("sandgym/MiniWoB-click-button-v0")
+    try:
+        obs, _ = env.reset(seed=1)
+        assert "86400" in obs["feedback"]
+        obs, _, term, _, info = env.step('goto("/miniwob/click-link.html")')
+        assert not term and info["tool"] == "refused"
+    finally:
+        env.close()
