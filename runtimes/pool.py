@@ -3,9 +3,11 @@
 `acquire()` hands out an idle sandbox (a hit) or creates one on the spot (a
 miss); a background thread keeps `size` idle ones ready, creating at most
 `max_creating` at a time. `release(sb, reuse=True)` resets the sandbox
-(every process but the agent killed, workspace and /tmp emptied) and puts
-it back only if a check afterwards finds it clean; anything else is
-destroyed and replaced. Works with every backend.
+(every process but the agent killed, workspace, /tmp and /dev/shm emptied)
+and puts it back only if a check afterwards finds it clean (those empty,
+and /dev holding exactly what a fresh sandbox's does); anything else is
+destroyed and replaced. The environment is per command: nothing of one
+exec's variables reaches the next. Works with every backend.
 """
 
 from __future__ import annotations
@@ -52,8 +54,11 @@ for root in sys.argv[1:]:
             except OSError:
                 pass
 left = [n for root in sys.argv[1:] for n in os.listdir(root)]
-print(len(left))
+print(len(left), *sorted(os.listdir("/dev")))
 """
+# What a fresh sandbox's /dev holds (the sandbox may write there: /dev is
+# a tmpfs of its own, /dev/shm too).
+DEV_LISTING = "import os; print(*sorted(os.listdir('/dev')))"
 
 
 def _percentile(values: list[float], q: float) -> float | None:
@@ -81,6 +86,7 @@ class SandboxPool:
         self.leaked = 0  # handed out and never returned when the pool closed
         self.create_s: list[float] = []
         self.acquire_s: list[float] = []
+        self._fresh_dev: list[bytes] | None = None  # /dev of a fresh sandbox, read once
         self._threads = [threading.Thread(target=self._fill, name="sandgym-pool", daemon=True)
                          for _ in range(max_creating)]
         for t in self._threads:
@@ -142,10 +148,16 @@ class SandboxPool:
         """Kill every process but the agent, empty the workspace and /tmp,
         and check that it worked."""
         try:
-            r = sb.exec(["python3", "-I", "-S", "-c", RESET_SCRIPT, self.spec.workdir, "/tmp"], timeout=30)
+            if self._fresh_dev is None:
+                with self.runtime.create(self.spec) as fresh:
+                    self._fresh_dev = fresh.exec(["python3", "-I", "-S", "-c", DEV_LISTING],
+                                                 timeout=30).stdout.split()
+            r = sb.exec(["python3", "-I", "-S", "-c", RESET_SCRIPT, self.spec.workdir, "/tmp", "/dev/shm"],
+                        timeout=30)
         except SandboxError:
             return False
-        return r.exit_code == 0 and r.stdout.strip() == b"0"
+        left, *dev = r.stdout.split() or [b"?"]
+        return r.exit_code == 0 and left == b"0" and dev == self._fresh_dev
 
     def release(self, sb: Sandbox, reuse: bool = False) -> None:
         """Return a sandbox. With reuse, a verified reset puts it back in the

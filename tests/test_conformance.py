@@ -298,3 +298,23 @@ def test_swe_family_on_every_backend(rt):
         assert terminated and reward == 1.0 and env.unwrapped.last_verdict.status == "FULL"
     finally:
         env.close()
+
+
+def test_sandboxes_cannot_leave_files_for_each_other(rt):
+    """Concurrent sandboxes (other episodes, a verifier) share nothing
+    writable: not /dev (the zygote's tmpfs on the local runtime), /dev/shm,
+    /tmp or the workspace."""
+    a, b = rt.create(), rt.create()
+    try:
+        plant = ("import os\nmade = []\n"
+                 "for p in ['/dev/planted', '/dev/shm/planted', '/tmp/planted', '/workspace/planted']:\n"
+                 "    try:\n        open(p, 'w').write('x'); made.append(p)\n    except OSError:\n        pass\n"
+                 "print(made)\n")
+        made = a.exec(["python3", "-c", plant])
+        assert b"/tmp/planted" in made.stdout  # the attempt itself ran
+        look = ("import os\nprint([p for p in ['/dev/planted', '/dev/shm/planted', '/tmp/planted', "
+                "'/workspace/planted'] if os.path.exists(p)])\n")
+        assert b.exec(["python3", "-c", look]).stdout == b"[]\n"
+    finally:
+        a.close()
+        b.close()

@@ -29,7 +29,8 @@ def test_acquire_release_and_verified_reset(rt):
         wait_idle(pool, 2)
         sb = pool.acquire()
         assert pool.metrics()["hits"] == 1
-        sb.exec(["sh", "-c", "echo secret > /workspace/a; mkdir -p /workspace/d/e; echo t > /tmp/t; sleep 300 &"])
+        sb.exec(["sh", "-c", "echo secret > /workspace/a; mkdir -p /workspace/d/e; echo t > /tmp/t; "
+                 "echo s > /dev/shm/s; sleep 300 &"])
         pool.release(sb, reuse=True)
         m = pool.metrics()
         assert m["reused"] == 1 and m["in_use"] == 0
@@ -37,12 +38,24 @@ def test_acquire_release_and_verified_reset(rt):
         again = [pool.acquire() for _ in range(2)]
         assert any(s is sb for s in again)
         # (python, not ls: this gVisor build answers coreutils' statx with EINVAL)
-        listing = sb.exec(["python3", "-c", "import os; print(os.listdir('/workspace') + os.listdir('/tmp'))"])
+        listing = sb.exec(["python3", "-c", "import os; print(os.listdir('/workspace') + os.listdir('/tmp') "
+                                            "+ os.listdir('/dev/shm'))"])
         assert listing.stdout == b"[]\n"
         assert b"sleep" not in sb.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline"]).stdout
         for s in again:
             pool.release(s)
         assert pool.metrics()["destroyed"] == 2
+
+
+def test_a_sandbox_that_wrote_into_dev_is_not_reused(rt):
+    with SandboxPool(rt, size=1) as pool:
+        sb = pool.acquire()
+        made = sb.exec(["python3", "-c", "open('/dev/left-behind', 'w').write('x')"])
+        pool.release(sb, reuse=True)
+        if made.exit_code == 0:  # /dev is the sandbox's own tmpfs on this backend
+            assert pool.metrics()["reused"] == 0 and pool.metrics()["destroyed"] == 1
+        else:
+            assert pool.metrics()["reused"] == 1
 
 
 def test_broken_sandbox_is_replaced_not_reused(rt):

@@ -101,6 +101,10 @@ def enter(spec, report_fd):
     _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"size={size},mode=1777")
     if os.path.isdir("/dev/shm"):
         _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64m,mode=1777")
+    # /dev is the zygote's tmpfs, the same for every sandbox forked from it:
+    # read-only here, or one sandbox could leave files for the others (the
+    # device nodes are mounts of their own and stay usable).
+    _mount("none", "/dev", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     _mount("tmpfs", "/opt", "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
     for source, target in spec.get("binds", []):
         os.makedirs(target, exist_ok=True)
