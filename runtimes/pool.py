@@ -87,6 +87,10 @@ class SandboxPool:
         self.create_s: list[float] = []
         self.acquire_s: list[float] = []
         self._fresh_dev: list[bytes] | None = None  # /dev of a fresh sandbox, read once
+        # A sandbox ends at its spec's lifetime: one past half of it is not
+        # handed out again (an episode must not lose it midway).
+        self._born: dict[int, float] = {}
+        self.max_age_s = self.spec.wall_timeout_s / 2
         self._threads = [threading.Thread(target=self._fill, name="sandgym-pool", daemon=True)
                          for _ in range(max_creating)]
         for t in self._threads:
@@ -113,6 +117,7 @@ class SandboxPool:
             with self._lock:
                 self._creating -= 1
                 self.create_s.append(sb.info.create_s)
+                self._born[id(sb)] = time.monotonic()
                 if self._closed:
                     sb.close()
                     return
@@ -128,17 +133,20 @@ class SandboxPool:
                 raise SandboxError("the pool is closed")
             while self._idle:
                 sb = self._idle.popleft()
-                if sb.alive:
+                young = time.monotonic() - self._born.get(id(sb), 0.0) < self.max_age_s
+                if sb.alive and young:
                     self.hits += 1
                     self.in_use += 1
                     self._lock.notify_all()
                     self.acquire_s.append(time.perf_counter() - t0)
                     return sb
                 self.destroyed += 1
+                self._born.pop(id(sb), None)
                 sb.close()
             self.misses += 1
         sb = self.runtime.create(self.spec)
         with self._lock:
+            self._born[id(sb)] = time.monotonic()
             self.create_s.append(sb.info.create_s)
             self.in_use += 1
             self.acquire_s.append(time.perf_counter() - t0)
@@ -172,6 +180,7 @@ class SandboxPool:
                 self._lock.notify_all()
                 return
             self.destroyed += 1
+            self._born.pop(id(sb), None)
             self._lock.notify_all()
         sb.close()
 

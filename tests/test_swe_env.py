@@ -193,3 +193,23 @@ def test_check_env_and_no_leaked_sandboxes(runtime):
     env.step({"tool": "bash", "command": "sleep 60 & echo started"})
     env.close()
     assert descendants() - before == set()
+
+
+def test_warm_pool_reuses_only_a_verified_clean_sandbox(runtime):
+    env = SWERepoEnv(runtime=runtime, max_steps=5, command_timeout_s=10, warm_pool=1)
+    try:
+        env.reset(options={"task_id": TASK})
+        first = env._sandbox
+        env.step({"tool": "bash", "command": "export LEFT=over; echo junk > stray.txt; echo t > /tmp/t; "
+                                            "echo s > /dev/shm/s; sleep 300 &"})
+        env.step({"tool": "submit"})
+        env.reset(options={"task_id": TASK})
+        assert env._sandbox is first  # the same sandbox, handed back after its reset
+        out = feedback(env, {"tool": "bash", "command": "echo \"[$LEFT]\"; git status --short; ls /tmp /dev/shm; "
+                                                        "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"})
+        assert out.splitlines()[0] == "[]"  # no exports, no stray file, nothing in /tmp or /dev/shm
+        assert "stray.txt" not in out and "sleep 300" not in out
+        pool = next(iter(env._pools.values()))
+        assert pool.metrics()["reused"] >= 1
+    finally:
+        env.close()

@@ -33,6 +33,7 @@ from gymnasium import spaces
 
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
+from sandgym.runtimes.pool import SandboxPool
 from sandgym.runtimes.base import Mount
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
@@ -110,8 +111,11 @@ class SWERepoEnv(gym.Env):
         max_steps: int = 30,
         command_timeout_s: float = 60.0,
         verifier_retries: int = 2,
+        warm_pool: int = 1,
         render_mode: str | None = None,
     ):
+        if warm_pool < 0:
+            raise ValueError(f"warm_pool must be 0 or more idle sandboxes, got {warm_pool}")
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
         if not command_timeout_s > 0:
@@ -133,6 +137,12 @@ class SWERepoEnv(gym.Env):
         self.artifact: str | None = None
         self.timings: dict[str, float] = {}
         self._sandbox: Sandbox | None = None
+        # Agent sandboxes come from warm pools, one per sandbox spec (tasks of
+        # one package share it); a finished episode's sandbox goes back after
+        # the pool's verified reset.
+        self.warm_pool = warm_pool
+        self._pools: dict[str, SandboxPool] = {}
+        self._pool: SandboxPool | None = None  # the one self._sandbox came from
         self._start: StartState | None = None
         self._steps = 0
         self._done = True
@@ -142,7 +152,7 @@ class SWERepoEnv(gym.Env):
     def config(self) -> dict[str, Any]:
         """The settings that shape episodes, as make() kwargs (for records)."""
         return {"max_steps": self.max_steps, "command_timeout_s": self.command_timeout_s,
-                "verifier_retries": self.verifier_retries}
+                "verifier_retries": self.verifier_retries, "warm_pool": self.warm_pool}
 
     # -- gymnasium API ---------------------------------------------------------------
 
@@ -156,7 +166,7 @@ class SWERepoEnv(gym.Env):
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         t0 = time.perf_counter()
         self._start = start_state(self.task.visible)
-        self._sandbox = self.runtime.create(self._agent_spec())
+        self._sandbox = self._new_sandbox(self._agent_spec())
         try:
             self._sandbox.put_archive(self._start.repo_tar, WORKSPACE)
         except SandboxError:
@@ -196,6 +206,9 @@ class SWERepoEnv(gym.Env):
 
     def close(self) -> None:
         self._close_sandbox()
+        for pool in self._pools.values():
+            pool.close()
+        self._pools.clear()
         if self._owns_runtime:
             self.runtime.close()
 
@@ -223,7 +236,8 @@ class SWERepoEnv(gym.Env):
         assert self.task is not None and self._start is not None
         env = self.task.visible.environment
         timeout = max(self.command_timeout_s, self.task.visible.timeout_s)
-        base = sandbox_spec(env, timeout, self._start.size_bytes, "agent", self.task.id)
+        # Labelled by package, not task: tasks of one package share warm sandboxes.
+        base = sandbox_spec(env, timeout, self._start.size_bytes, "agent", self.task.visible.repo.name)
         tools = Mount(source=str(stage_dir(Path(__file__).parent / "sandbox_tools")), target=TOOLS_DIR)
         root = REPO_DIR if env.import_root in (".", "") else f"{REPO_DIR}/{env.import_root}"
         return base.model_copy(update={
@@ -299,7 +313,7 @@ class SWERepoEnv(gym.Env):
         self._done = True
         diff, problem = ("", "the agent's sandbox was lost") if lost else self._take_diff_safely()
         self.artifact = diff
-        self._close_sandbox()
+        self._close_sandbox(reuse=not lost)
         if problem and not diff:
             self.last_verdict = Verdict(verifier_version="none", outcome=Outcome.ENV_ERROR if lost else Outcome.FAILED,
                                         status="ENV_ERROR" if lost else "EMPTY", detail=problem)
@@ -331,10 +345,23 @@ class SWERepoEnv(gym.Env):
         assert self.task is not None
         return {"task_id": self.task.id, "step": self._steps, "max_steps": self.max_steps, **extra}
 
-    def _close_sandbox(self) -> None:
-        if self._sandbox is not None:
-            try:
-                self._sandbox.close()
-            except SandboxError:
-                pass
-            self._sandbox = None
+    def _new_sandbox(self, spec: SandboxSpec) -> Sandbox:
+        if not self.warm_pool:
+            return self.runtime.create(spec)
+        key = spec.model_dump_json()
+        if key not in self._pools:
+            self._pools[key] = SandboxPool(self.runtime, spec, size=self.warm_pool, max_creating=1)
+        self._pool = self._pools[key]
+        return self._pool.acquire()
+
+    def _close_sandbox(self, reuse: bool = True) -> None:
+        sandbox, pool, self._sandbox, self._pool = self._sandbox, self._pool, None, None
+        if sandbox is None:
+            return
+        if pool is not None:
+            pool.release(sandbox, reuse=reuse)  # reused only after a verified reset
+            return
+        try:
+            sandbox.close()
+        except SandboxError:
+            pass
