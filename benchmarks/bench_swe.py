@@ -4,8 +4,10 @@
 
 By default the bundled billing set, plus the first task of every factory
 set found under task_specs/swe_repo/ (other than billing-v1). Reset is
-create sandbox + unpack the cached start state (the cache is warmed first);
-verify is the gold patch judged in a fresh sandbox.
+getting a sandbox + unpacking the cached start state (the cache is warmed
+first), measured with the warm pool (the env's default: the last episode's
+sandbox back after a verified reset) and without it (a new sandbox per
+reset); verify is the gold patch judged in a fresh sandbox.
 """
 
 from __future__ import annotations
@@ -42,26 +44,34 @@ def main() -> None:
         for folder in folders:
             ts = TaskSet.load(folder)
             tasks = ts.tasks if folder == bundled_task_set("swe_repo") else ts.tasks[:1]
-            env = SWERepoEnv(tasks=ts, runtime=runtime)
+            warm = SWERepoEnv(tasks=ts, runtime=runtime)  # warm_pool=1, the default
+            cold = SWERepoEnv(tasks=ts, runtime=runtime, warm_pool=0)  # a new sandbox per reset
             print(f"\n{ts.meta.name} ({args.runtime}): {len(tasks)} task(s)")
-            print(f"{'task':42} {'reset P50':>10} {'P95':>8} {'verify P50':>11} {'P95':>8}  status")
+            print(f"{'task':42} {'reset warm P50':>15} {'P95':>7} {'cold P50':>9} {'P95':>7} "
+                  f"{'verify P50':>11} {'P95':>7}  status")
             for task in tasks:
-                env.reset(options={"task_id": task.id})  # warms the start-state cache
-                resets = []
-                for _ in range(args.resets):
-                    t0 = time.perf_counter()
-                    env.reset(options={"task_id": task.id})
-                    resets.append(time.perf_counter() - t0)
-                env._close_sandbox()
+                timed = {}
+                for name, env in (("warm", warm), ("cold", cold)):
+                    env.reset(options={"task_id": task.id})  # warms the start-state cache (and the pool)
+                    resets = []
+                    for _ in range(args.resets):
+                        t0 = time.perf_counter()
+                        env.reset(options={"task_id": task.id})
+                        resets.append(time.perf_counter() - t0)
+                    env._close_sandbox()
+                    timed[name] = resets
                 verifies, status = [], ""
                 for _ in range(args.verifies):
                     t0 = time.perf_counter()
                     status = verify(task, task.hidden.patch, runtime).status
                     verifies.append(time.perf_counter() - t0)
-                print(f"{task.id[:42]:42} {pct(resets, 50) * 1000:8.0f}ms {pct(resets, 95) * 1000:6.0f}ms "
-                      f"{pct(verifies, 50):10.2f}s {pct(verifies, 95):7.2f}s  {status}")
-            env.close()
-            print(f"(mean reset {statistics.mean(resets) * 1000:.0f} ms over the last task)")
+                w, c = timed["warm"], timed["cold"]
+                print(f"{task.id[:42]:42} {pct(w, 50) * 1000:13.0f}ms {pct(w, 95) * 1000:5.0f}ms "
+                      f"{pct(c, 50) * 1000:7.0f}ms {pct(c, 95) * 1000:5.0f}ms "
+                      f"{pct(verifies, 50):10.2f}s {pct(verifies, 95):6.2f}s  {status}")
+            print(f"(last task: cold/warm reset mean {statistics.mean(c) / statistics.mean(w):.1f}x)")
+            warm.close()
+            cold.close()
     finally:
         runtime.close()
 

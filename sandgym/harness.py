@@ -1,9 +1,10 @@
 """The evaluation harness: a policy on every task of a set, records on disk.
 
 Episodes run on worker threads, each with one env reset per task
-(sandboxes and browsers do the heavy work in their own processes). Each finished episode is appended to `trajectories.jsonl` at
-once, so an interrupted run keeps what it finished; a failure inside one
-episode is recorded on that episode as `env_error`, never a crash of the run.
+(sandboxes and browsers do the heavy work in their own processes). Each
+finished episode is appended to `trajectories.jsonl` at once, so an
+interrupted run keeps what it finished; a failure inside one episode is
+recorded on that episode as `env_error`, never a crash of the run.
 """
 
 from __future__ import annotations

@@ -69,3 +69,17 @@ def test_time_limit_is_lifted_and_goto_refused():
         assert not term and info["tool"] == "refused"
     finally:
         env.close()
+
+
+def test_check_env_passes_on_a_miniwob_env():
+    import warnings
+
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("sandgym/MiniWoB-click-button-v0")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # the checker's warnings fail the test too
+            check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()

@@ -517,3 +517,15 @@ def test_validate_plays_oracle_and_null_episodes_for_other_families(tmp_path):
     result = runner.invoke(app, ["tasks", "validate", str(root), "--concurrency", "1"])
     assert result.exit_code == 1
     assert data["id"] in result.stdout and "oracle policy scored" in result.stdout
+
+
+def test_env_options_reach_the_env_and_bad_ones_are_named(tmp_path):
+    result = runner.invoke(app, ["eval", "--env", "sandgym/SWERepo-v0", "--policy", "null", "-o", "max_steps=3",
+                                 "-o", "warm_pool=0", "--task-id", "billing/bulk-threshold", "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    rec = json.loads((tmp_path / "a" / "trajectories.jsonl").read_text().splitlines()[0])
+    assert rec["env_kwargs"]["max_steps"] == 3 and rec["env_kwargs"]["warm_pool"] == 0 and rec["status"] == "NO"
+    for args, named in ((["-o", "bogus=1"], "bogus"), (["-o", "novalue"], "KEY=VALUE"),
+                        (["--mode", "multi"], "mode")):
+        result = runner.invoke(app, ["eval", "--env", "sandgym/SWERepo-v0", *args, "--out", str(tmp_path / "b")])
+        assert result.exit_code == 2 and named in result.output, result.output
