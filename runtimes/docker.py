@@ -86,6 +86,14 @@ class DockerRuntime(Runtime):
         for sb in list(self._open):
             sb.close()
 
+    def _host_pids(self, spec: SandboxSpec) -> int:
+        """The container's pids cgroup limit. Under gVisor it counts the
+        sentry's host threads, which grow with the sandbox's tasks: a limit
+        of `spec.pids` kills the whole sandbox before the sandbox's own
+        RLIMIT_NPROC (the agent sets it to `spec.pids`; gVisor enforces it)
+        refuses a fork. So runsc gets headroom, and the rlimit is the bound."""
+        return spec.pids if self.isolation != "runsc" else spec.pids * 8 + 512
+
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
         if spec.isolation not in (None, self.isolation):
@@ -117,7 +125,7 @@ class DockerRuntime(Runtime):
                 # No docker-init: the agent is PID 1, which processes inside
                 # cannot kill; it reaps what it starts.
                 cap_drop=["ALL"], security_opt=["no-new-privileges"], init=False,
-                pids_limit=spec.pids, mem_limit=f"{spec.memory_mb + 64}m",
+                pids_limit=self._host_pids(spec), mem_limit=f"{spec.memory_mb + 64}m",
                 nano_cpus=int(spec.cpus * 1e9), runtime=self.oci,
             )
             # The low-level call with detach=False sets StdinOnce: the agent's

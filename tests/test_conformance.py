@@ -164,11 +164,6 @@ def test_attacks_fail_on_every_backend(rt, attack):
     task, code = ATTACKS[attack]
     if task is None:
         task, _ = secret_task(timeout_s=3)
-    if attack == "fork bomb" and rt.isolation == "runsc":
-        # Known gap, tracked in the docker issue: under gVisor a fork bomb
-        # ends the whole sandbox (exit 2, before any timeout), which reads
-        # as an infrastructure error instead of the candidate's failure.
-        pytest.xfail("runsc: a fork bomb ends the whole sandbox")
     rt.create().close()  # the zygote (local) is up before the baseline
     containers_before = {c.id for c in sandgym_containers()}
     processes_before = descendants()
