@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import RuntimeUnavailable, SandboxError
-from .local import ETC_ALLOWED
+from .local import ETC_ALLOWED, children
 from .staging import _stage, stage_dir, staging_root
 
 CHROMIUM = "/usr/lib/chromium/chromium"
@@ -126,17 +126,6 @@ def _comm(pid: int) -> str:
             return f.read().strip()
     except OSError:
         return ""
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                out.extend(int(c) for c in f.read().split())
-    except OSError:
-        pass
-    return out
 
 
 _thread_driver = threading.local()
@@ -338,7 +327,7 @@ class BrowserSandbox:
             if pid in found and pid not in marked:
                 continue
             found.add(pid)
-            frontier.extend(_children(pid))
+            frontier.extend(children(pid))
         return sorted(found)
 
     def memory_bytes(self) -> int:

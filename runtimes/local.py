@@ -47,6 +47,18 @@ STAGE_IN_ZYGOTE = "/run/sandgym-stage"
 ZYGOTE_PRELOAD = ["ctypes", "io", "socket", "tarfile", "threading", "traceback", "nest"]
 
 
+def children(pid: int) -> list[int]:
+    """The child processes of `pid` (of any of its threads); [] once it is gone."""
+    out: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                out.extend(int(c) for c in f.read().split())
+    except OSError:
+        pass
+    return out
+
+
 def _kill_tree(pid: int) -> None:
     """SIGKILL a process and all its descendants, top first.
 
@@ -57,12 +69,7 @@ def _kill_tree(pid: int) -> None:
     while frontier:
         p = frontier.pop()
         seen.append(p)
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    frontier.extend(int(c) for c in f.read().split())
-        except OSError:
-            pass
+        frontier.extend(children(p))
     for p in seen:
         try:
             os.kill(p, signal.SIGKILL)

@@ -14,22 +14,16 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .specs import TASK_ID_RE, _json_data, _Strict
+from .specs import TaskId, _json_data, _Strict
 
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-
-def _task_id(v: str) -> str:
-    if not TASK_ID_RE.match(v):
-        raise ValueError(f"task id {v!r} may hold letters, digits, '_', '.', '-' and '/' separators")
-    return v
 
 
 class BrowserTask(_Strict):
     """The visible half of a browser-form task."""
 
     schema_version: Literal[1] = 1
-    id: str
+    id: TaskId
     family: Literal["browser_form"] = "browser_form"
     version: int = Field(1, ge=1, description="Bump when the task's meaning changes.")
     title: str = ""
@@ -39,8 +33,6 @@ class BrowserTask(_Strict):
     seed: dict[str, list[dict[str, Any]]] = Field(
         default_factory=dict, description="Rows per table; a table named here replaces its default rows.")
     max_steps: int | None = Field(None, ge=1, le=500, description="Overrides the env's max_steps for this task.")
-
-    _id = field_validator("id")(classmethod(lambda cls, v: _task_id(v)))
 
     @field_validator("start_path")
     @classmethod
@@ -111,10 +103,8 @@ class ForbiddenEffect(_Strict):
 class BrowserHidden(_Strict):
     """The hidden half: only the verifier and the oracle policy read it."""
 
-    id: str
+    id: TaskId
     checks: list[StateCheck] = Field(min_length=1, description="All must hold for `passed`.")
     forbidden: list[ForbiddenEffect] = Field(
         default_factory=list, description="Effects that must not happen: each holds when it matches no row.")
     oracle: list[str] = Field(min_length=1, description="A scripted solution in the action grammar; ends with done().")
-
-    _id = field_validator("id")(classmethod(lambda cls, v: _task_id(v)))

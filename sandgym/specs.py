@@ -18,13 +18,23 @@ import json
 import keyword
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
+
+
+def _check_task_id(v: str) -> str:
+    if not TASK_ID_RE.match(v):
+        raise ValueError(f"task id {v!r} must be letters, digits, '_', '.', '-' and '/' separators")
+    return v
+
+
+# The `id` of every family's visible half.
+TaskId = Annotated[str, AfterValidator(_check_task_id)]
 
 
 class TaskSpecError(ValueError):
@@ -75,7 +85,7 @@ class CodeTask(_Strict):
     """The visible half of a code-function task."""
 
     schema_version: Literal[1] = 1
-    id: str
+    id: TaskId
     family: Literal["code_function"] = "code_function"
     version: int = Field(1, ge=1, description="Bump when the task's meaning changes.")
     title: str = ""
@@ -87,13 +97,6 @@ class CodeTask(_Strict):
     timeout_s: float = Field(10.0, gt=0, le=600, description="Wall time for verifying one submission.")
     float_tolerance: float | None = Field(None, ge=0, description="Compare floats within this tolerance.")
     source: str = Field("sandgym", description="Where the task comes from (dataset name).")
-
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not TASK_ID_RE.match(v):
-            raise ValueError(f"task id {v!r} must be letters, digits, '_', '.', '-' and '/' separators")
-        return v
 
     @field_validator("entry_point")
     @classmethod

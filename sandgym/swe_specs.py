@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .specs import TASK_ID_RE, _Strict
+from .specs import TaskId, _Strict
 
 # Requirement pins: `name==version` (extras allowed), nothing that pip would
 # resolve differently tomorrow.
@@ -71,7 +71,7 @@ class SWETask(_Strict):
     """The visible half: what builds the agent's start state and prompt."""
 
     schema_version: Literal[1] = 1
-    id: str
+    id: TaskId
     family: Literal["swe_repo"] = "swe_repo"
     version: int = Field(1, ge=1, description="Bump when the task's meaning changes.")
     title: str = ""
@@ -84,12 +84,6 @@ class SWETask(_Strict):
     source: str = Field("sandgym", description="Where the task comes from (factory, hand-written).")
     tags: list[str] = Field(default_factory=list)
 
-    @field_validator("id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not TASK_ID_RE.match(v):
-            raise ValueError(f"task id {v!r} must be letters, digits, '_', '.', '-' and '/' separators")
-        return v
 
 
 class SWEHidden(_Strict):

@@ -34,7 +34,7 @@ from sandgym.verifiers.models import Verdict
 
 from .actions import GRAMMAR, ActionError, parse_action
 from .app.schema import build_database
-from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, sandbox_owner
+from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
 
 ENV_ID = "sandgym/BrowserForm-v0"
 APP_MODULE = "formapp:app"
@@ -142,18 +142,14 @@ class BrowserFormEnv(gym.Env):
             if parsed.kind == "done":
                 return self._finish(tool)
             self.session.perform(parsed)
-        except ActionError as e:
-            error = f"not an action: {e}. {GRAMMAR}"
         except ActionRefused as e:
             error, tool = str(e), "refused"
             if e.violation:
                 self.violations.append(str(e))
-        except LookupError as e:
-            error = str(e.args[0]) if e.args else str(e)
         except SessionBroken as e:
             return self._finish(tool, session_error=str(e))
-        except PlaywrightError as e:
-            error = f"the action failed: {str(e).splitlines()[0][:300]}"
+        except (ActionError, LookupError, PlaywrightError) as e:
+            error = failure_text(e)
         finally:
             self.timings["exec_s"] += time.perf_counter() - t0
         if self._step >= self._limit:

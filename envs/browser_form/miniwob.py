@@ -28,7 +28,7 @@ from sandgym.spaces import UnicodeText
 from sandgym.verifiers.models import Attempt, Verdict
 
 from .actions import GRAMMAR, ActionError, parse_action
-from .session import ActionRefused, BrowserSession, SessionBroken, sandbox_owner
+from .session import ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
 
 STATIC_IN_SANDBOX = "/opt/sandgym/static"
 # The longest delay setTimeout honours (2^31 - 1 ms would overflow past it): 24 hours.
@@ -154,16 +154,12 @@ class MiniWoBEnv(gym.Env):
             self.session.perform(parsed)
             if self._wob()["done"]:
                 return self._finish(tool)
-        except ActionError as e:
-            error = f"not an action: {e}. {GRAMMAR}"
         except ActionRefused as e:
             error, tool = str(e), "refused"
-        except LookupError as e:
-            error = str(e.args[0]) if e.args else str(e)
         except SessionBroken as e:
             return self._finish(tool, session_error=str(e))
-        except PlaywrightError as e:
-            error = f"the action failed: {str(e).splitlines()[0][:300]}"
+        except (ActionError, LookupError, PlaywrightError) as e:
+            error = failure_text(e)
         finally:
             self.timings["exec_s"] += time.perf_counter() - t0
         if self._step >= self.max_steps:

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 from sandgym.runtimes import Runtime, SandboxError
 from sandgym.runtimes.browser import AppSpec, BrowserSandbox
 
-from .actions import Action, Target
+from .actions import GRAMMAR, Action, ActionError, Target
 
 ACTION_TIMEOUT_MS = 5_000
 LOAD_TIMEOUT_MS = 15_000
@@ -35,6 +35,19 @@ class ActionRefused(ValueError):
     def __init__(self, message: str, violation: bool = False):
         super().__init__(message)
         self.violation = violation
+
+
+def failure_text(e: Exception) -> str:
+    """The observation's error for an action that could not be done: a
+    malformed action (with the grammar), a refused one, a missing element,
+    or Playwright's own refusal (its first line)."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    if isinstance(e, ActionError):
+        return f"not an action: {e}. {GRAMMAR}"
+    if isinstance(e, PlaywrightError):
+        return f"the action failed: {str(e).splitlines()[0][:300]}"
+    return str(e.args[0]) if e.args else str(e)
 
 
 def sandbox_owner(runtime: str | Runtime) -> tuple[int, int] | None:
