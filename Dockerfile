@@ -1,9 +1,9 @@
 # The OpenEnv server image: `sandgym serve` inside a container, built from
 # sandgym's own local images with no registry and no network during the
 # build. Do not `docker build` this file by hand: `sandgym images build
-# --family serve` prepares its context (the locked Python packages and
+# serve` prepares its context (the locked Python packages and
 # sandgym, installed on the host into site/) and builds it with
-# BASE=sandgym/base:serve-<hash> (bookworm + python3 + bubblewrap).
+# BASE=sandgym/base:python-bwrap-<hash> (bookworm + python3 + bubblewrap).
 #
 # Run (sessions' sandboxes are bubblewrap namespaces inside the container,
 # which needs the user-namespace syscalls that Docker's default seccomp

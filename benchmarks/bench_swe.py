@@ -20,7 +20,7 @@ from pathlib import Path
 from sandgym.envs.swe_repo.env import SWERepoEnv
 from sandgym.runtimes import get_runtime
 from sandgym.specs import TaskSet, bundled_task_set
-from sandgym.verifiers.swe_repo import verify
+from sandgym.verifiers.swe_repo.host import verify
 
 
 def pct(xs: list[float], p: float) -> float:

@@ -8,7 +8,7 @@ bundled tasks, completions = the reference solutions plus one wrong answer)
 and prints the rewards.
 """
 
-from sandgym.trainers import load_tasks, trl_reward_func, trl_rows
+from sandgym.adapters.trainers import load_tasks, trl_reward_func, trl_rows
 
 tasks = load_tasks()  # the bundled code-function tasks; or load_tasks("path/to/task/set")
 

@@ -8,7 +8,7 @@ reference solutions plus one wrong answer the way verl's reward manager
 calls the function, and prints the rewards.
 
 In verl's config, point custom_reward_function at this file (importing it
-runs nothing but the import below) or at sandgym/trainers.py itself:
+runs nothing but the import below) or at sandgym/adapters/trainers.py itself:
 
     custom_reward_function.path=examples/verl_reward.py
     custom_reward_function.name=compute_score
@@ -23,7 +23,7 @@ whole batch is verified in parallel. The parquet files come from verl_rows():
     pd.DataFrame(verl_rows()).to_parquet("sandgym_train.parquet")   # data.train_files=...
 """
 
-from sandgym.trainers import compute_score, compute_score_batch, load_tasks, verl_rows  # noqa: F401
+from sandgym.adapters.trainers import compute_score, compute_score_batch, load_tasks, verl_rows  # noqa: F401
 
 if __name__ == "__main__":
     tasks = load_tasks()

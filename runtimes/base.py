@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from sandgym.errors import SandgymError
 
 Isolation = Literal["namespaces", "runc", "runsc", "kata"]
 Network = Literal["none", "loopback"]
@@ -22,7 +23,7 @@ Network = Literal["none", "loopback"]
 WORKDIR = "/workspace"
 
 
-class SandboxError(RuntimeError):
+class SandboxError(SandgymError, RuntimeError):
     """The sandbox itself failed (infrastructure), not the code inside it."""
 
 
@@ -52,8 +53,9 @@ class SandboxSpec(BaseModel):
 
     image: str = Field("host", description=(
         "Root filesystem: 'host' (the backend's default: the host's read-only system dirs, or the "
-        "code-function image), 'family:NAME' (the image sandgym builds for that family; local "
-        "sandboxes use the host's dirs, which hold what every family needs), or an image tag."))
+        "image of the default recipe), 'recipe:NAME' (the image sandgym builds from that recipe, "
+        "runtimes/images.py; local sandboxes use the host's dirs, which hold what every recipe "
+        "holds), or an image tag."))
     isolation: Isolation | None = Field(None, description="None: the backend's default.")
     cpu_seconds: int = Field(60, gt=0, description="RLIMIT_CPU of each command.")
     cpus: float = Field(1.0, gt=0, description="CPU share (backends with cgroups).")

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .base import RuntimeUnavailable, SandboxError
-from .local import ETC_ALLOWED, children
+from .bwrap import ETC_ALLOWED, host_root_args
+from .local import children
 from .staging import _stage, stage_dir, staging_root
 
 CHROMIUM = "/usr/lib/chromium/chromium"
@@ -225,30 +226,13 @@ class BrowserSandbox:
     # -- wrapper ---------------------------------------------------------------
 
     def _bwrap_argv(self) -> list[str]:
-        a: list[str] = []
-        if self.drop_to:
-            uid, gid = self.drop_to
-            a += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
-        a += [self.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-              "--unshare-cgroup-try", "--unshare-net", "--uid", "1000", "--gid", "1000",
-              "--hostname", "sandbox", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
-        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            host = Path("/") / top
-            if host.is_symlink():
-                a += ["--symlink", os.readlink(host), f"/{top}"]
-            elif host.is_dir():
-                a += ["--ro-bind", str(host), f"/{top}"]
-        for name in (*ETC_ALLOWED, *ETC_BROWSER):
-            if os.path.exists(f"/etc/{name}"):
-                a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
         etc = _stage("browser-etc", {
             "passwd": b"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n",
             "group": b"root:x:0:\nsandbox:x:1000:\n",
             "hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
             "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
         })
-        for name in sorted(os.listdir(etc)):
-            a += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+        a = host_root_args(self.bwrap, self.drop_to, (*ETC_ALLOWED, *ETC_BROWSER), etc)
         a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--tmpfs", HOME,
               "--ro-bind", str(stage_dir(Path(__file__).parent / "browser_sandbox")), LAUNCHER_DIR,
               "--ro-bind", str(self.app.source_dir), APP_DIR,

@@ -101,8 +101,8 @@ class DockerRuntime(Runtime):
         image = image_for(spec.image, self.image)
         if image not in self._present:
             if not image_exists(self.client, image):
-                family = spec.image.split(":", 1)[1] if spec.image.startswith("family:") else None
-                fix = f"sandgym images build --family {family}" if family else "build or load it"
+                name = spec.image.split(":", 1)[1] if spec.image.startswith("recipe:") else None
+                fix = f"sandgym images build {name}" if name else "build or load it"
                 raise RuntimeUnavailable(f"image {image} is missing: run `{fix}` (debootstrap, no registry)")
             self._present.add(image)
         sid = f"sg-docker-{uuid.uuid4().hex[:10]}"

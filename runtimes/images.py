@@ -26,7 +26,7 @@ LABEL = "sandgym.image"
 
 @dataclass(frozen=True)
 class ImageRecipe:
-    family: str
+    name: str  # says what the image holds
     suite: str = "bookworm"
     variant: str = "minbase"
     # python3 in full: the agent and the verifier's judge need json,
@@ -41,38 +41,43 @@ class ImageRecipe:
 
     @property
     def tag(self) -> str:
-        return f"{REPOSITORY}:{self.family}-{self.digest}"
+        return f"{REPOSITORY}:{self.name}-{self.digest}"
 
 
-# What each family's sandboxes run on; families added later add a recipe.
+# Recipes are named by what they hold; the family table (sandgym.families)
+# names the recipe each family's sandboxes run on.
 RECIPES = {
-    "code_function": ImageRecipe("code_function"),
-    # The SWE family applies diffs and the agent uses git.
-    "swe_repo": ImageRecipe("swe_repo", packages=("python3", "git")),
-    # The base of the OpenEnv server image (sandgym/serve_image.py): its
-    # sessions' sandboxes are bubblewrap namespaces inside the container.
-    "serve": ImageRecipe("serve", packages=("python3", "bubblewrap")),
+    r.name: r
+    for r in (
+        ImageRecipe("python"),
+        # Applying diffs, and an agent that uses git.
+        ImageRecipe("python-git", packages=("python3", "git")),
+        # The base of the OpenEnv server image (sandgym/serve_image.py): its
+        # sessions' sandboxes are bubblewrap namespaces inside the container.
+        ImageRecipe("python-bwrap", packages=("python3", "bubblewrap")),
+    )
 }
+DEFAULT_RECIPE = "python"
 
 
 def default_image() -> str:
-    return RECIPES["code_function"].tag
+    return RECIPES[DEFAULT_RECIPE].tag
 
 
-# Families whose sandboxes run on images (the serve base is not one).
-SANDBOX_FAMILIES = ("code_function", "swe_repo")
+def recipe(name: str) -> ImageRecipe:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise ValueError(f"unknown image recipe {name!r}; choices: {', '.join(RECIPES)}") from None
 
 
 def image_for(name: str, default: str) -> str:
     """The image tag a SandboxSpec's `image` names: 'host' -> `default`,
-    'family:NAME' -> that family's recipe, anything else is a tag."""
+    'recipe:NAME' -> that recipe's image, anything else is a tag."""
     if name == "host":
         return default
-    if name.startswith("family:"):
-        family = name.split(":", 1)[1]
-        if family not in RECIPES:
-            raise ValueError(f"image {name!r}: no such family; choices: {', '.join(RECIPES)}")
-        return RECIPES[family].tag
+    if name.startswith("recipe:"):
+        return recipe(name.split(":", 1)[1]).tag
     return name
 
 
@@ -100,16 +105,13 @@ def image_exists(client, tag: str) -> bool:
         return False
 
 
-def build(family: str = "code_function", force: bool = False,
-          log: Callable[[str], None] = print) -> str:
-    """Build (or find) the image for `family`; returns its tag."""
-    if family not in RECIPES:
-        raise ValueError(f"unknown family {family!r}; choices: {', '.join(RECIPES)}")
-    recipe = RECIPES[family]
+def build(name: str = DEFAULT_RECIPE, force: bool = False, log: Callable[[str], None] = print) -> str:
+    """Build (or find) the image of recipe `name`; returns its tag."""
+    recipe_ = recipe(name)
     client = _docker()
-    if image_exists(client, recipe.tag) and not force:
-        log(f"{recipe.tag}: up to date")
-        return recipe.tag
+    if image_exists(client, recipe_.tag) and not force:
+        log(f"{recipe_.tag}: up to date")
+        return recipe_.tag
     if not shutil.which("debootstrap"):
         raise RuntimeUnavailable("building images needs debootstrap: run `apt-get install debootstrap`")
     if os.geteuid() != 0:
@@ -117,23 +119,23 @@ def build(family: str = "code_function", force: bool = False,
     work = tempfile.mkdtemp(prefix="sandgym-image-")
     try:
         rootfs = os.path.join(work, "rootfs")
-        log(f"{recipe.tag}: debootstrap {recipe.suite} ({recipe.variant}, {', '.join(recipe.packages)})")
-        subprocess.run(["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(recipe.packages)}",
-                       recipe.suite, rootfs], check=True, stdout=subprocess.DEVNULL)
+        log(f"{recipe_.tag}: debootstrap {recipe_.suite} ({recipe_.variant}, {', '.join(recipe_.packages)})")
+        subprocess.run(["debootstrap", f"--variant={recipe_.variant}", f"--include={','.join(recipe_.packages)}",
+                       recipe_.suite, rootfs], check=True, stdout=subprocess.DEVNULL)
         tarball = os.path.join(work, "rootfs.tar")
         subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", tarball, "."], check=True)
-        log(f"{recipe.tag}: importing")
-        repo, tag = recipe.tag.split(":")
+        log(f"{recipe_.tag}: importing")
+        repo, tag = recipe_.tag.split(":")
         client.api.import_image_from_file(
             tarball, repository=repo, tag=tag,
-            changes=[f'LABEL {LABEL}="{family}" sandgym.recipe="{recipe.digest}"',
+            changes=[f'LABEL {LABEL}="{recipe_.name}" sandgym.recipe="{recipe_.digest}"',
                      'ENV LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin'])
     except subprocess.CalledProcessError as e:
-        raise RuntimeUnavailable(f"building {recipe.tag} failed: {e}") from None
+        raise RuntimeUnavailable(f"building {recipe_.tag} failed: {e}") from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    log(f"{recipe.tag}: built")
-    return recipe.tag
+    log(f"{recipe_.tag}: built")
+    return recipe_.tag
 
 
 def list_images() -> list[dict]:
@@ -141,7 +143,7 @@ def list_images() -> list[dict]:
     out = []
     for image in client.images.list(filters={"label": LABEL}):
         for tag in image.tags or ["<untagged>"]:
-            out.append({"tag": tag, "family": image.labels.get(LABEL, ""), "id": image.short_id,
+            out.append({"tag": tag, "recipe": image.labels.get(LABEL, ""), "id": image.short_id,
                         "size_mb": round(image.attrs.get("Size", 0) / 1e6, 1),
                         "created": image.attrs.get("Created", "")})
     return out

@@ -33,12 +33,10 @@ from .base import (
     SandboxInfo,
     SandboxSpec,
 )
+from .bwrap import ETC_ALLOWED, host_root_args
 from .staging import stage_dir, stage_files, staging_root
 
 SANDBOX_PYTHON = "/usr/bin/python3"
-# Host /etc entries that carry no secrets and that programs need.
-ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
-               "python3", "python3.11", "mime.types")
 READY_TIMEOUT_S = 30.0
 # Where the zygote sees the host's staging folder; forked sandboxes bind
 # from it and then hide it.
@@ -221,26 +219,7 @@ class LocalRuntime(Runtime):
 
     def _bwrap_argv(self, spec: SandboxSpec, agent_cfg: dict, zygote: bool) -> list[str]:
         mb = 1024 * 1024
-        a: list[str] = []
-        if self.drop_to:
-            uid, gid = self.drop_to
-            a += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
-        a += [self.bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-              "--unshare-cgroup-try", "--unshare-net",
-              "--uid", "1000", "--gid", "1000", "--hostname", "sandbox",
-              "--die-with-parent", "--new-session",
-              "--ro-bind", "/usr", "/usr"]
-        for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            host = Path("/") / top
-            if host.is_symlink():
-                a += ["--symlink", os.readlink(host), f"/{top}"]
-            elif host.is_dir():
-                a += ["--ro-bind", str(host), f"/{top}"]
-        for name in ETC_ALLOWED:
-            if os.path.exists(f"/etc/{name}"):
-                a += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-        for name in sorted(os.listdir(self.etc_dir)):
-            a += ["--ro-bind", str(self.etc_dir / name), f"/etc/{name}"]
+        a = host_root_args(self.bwrap, self.drop_to, ETC_ALLOWED, self.etc_dir)
         a += ["--proc", "/proc", "--dev", "/dev"]
         if zygote:
             # Mount points only: each forked sandbox mounts its own tmpfs here.

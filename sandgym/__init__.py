@@ -1,6 +1,6 @@
 """sandgym: Gymnasium environments for LLM agents, sandboxes, verifiers."""
 
-from .registry import register_envs
+from sandgym.families import register_envs
 
 __version__ = "0.1.0"
 

@@ -21,51 +21,23 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
+from sandgym.envs.base import Action, SandgymEnv
+
 from .specs import TaskPair
+from sandgym.errors import SandgymError
 
 SYSTEM_PROMPT = ("You are solving a programming task. Follow the task's instructions about how to "
                  "format your reply.")
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
 
-class PolicyError(RuntimeError):
+class PolicyError(SandgymError, RuntimeError):
     """The model endpoint failed; not the model's answer."""
 
 
-def _tools(mode: str) -> list[dict]:
-    code = {"type": "object", "properties": {"code": {"type": "string", "description": "Complete Python code."}},
-            "required": ["code"]}
-    tools = [{"type": "function", "function": {"name": "submit_code", "description":
-              "Submit the final code for grading. Ends the episode.", "parameters": code}}]
-    if mode == "multi":
-        tools.insert(0, {"type": "function", "function": {"name": "run_code", "description":
-                         "Run the code on the task's visible examples and see the results.", "parameters": code}})
-    return tools
-
-
-def action_from_message(message: dict) -> str:
-    """The env action for one assistant message (text, or a tool call)."""
-    calls = message.get("tool_calls") or []
-    if calls:
-        fn = calls[0].get("function") or {}
-        name = fn.get("name")
-        try:
-            args = json.loads(fn.get("arguments") or "{}")
-        except ValueError as e:
-            raise PolicyError(f"tool call arguments are not JSON: {e}") from None
-        code = args.get("code") if isinstance(args, dict) else None
-        if name not in ("run_code", "submit_code") or not isinstance(code, str):
-            raise PolicyError(f"unknown tool call {name!r} or missing string argument `code`")
-        block = f"```python\n{code.rstrip()}\n```"
-        return f"SUBMIT\n{block}" if name == "submit_code" else block
-    content = message.get("content")
-    if not isinstance(content, str):
-        raise PolicyError("the reply has neither text content nor a tool call")
-    return content
-
-
-def structured_action(message: dict, tools: list[dict]) -> str | dict:
-    """For envs with structured actions: a tool call becomes {"tool": NAME, **ARGS}."""
+def env_action(message: dict, env: SandgymEnv, tools: list[dict] | None) -> Action:
+    """The env action for one assistant message: its text, or its tool call
+    made into an action by the env (`tool_action`)."""
     calls = message.get("tool_calls") or []
     if not calls:
         content = message.get("content")
@@ -73,7 +45,7 @@ def structured_action(message: dict, tools: list[dict]) -> str | dict:
             raise PolicyError("the reply has neither text content nor a tool call")
         return content
     fn = calls[0].get("function") or {}
-    names = {t["function"]["name"] for t in tools}
+    names = {t["function"]["name"] for t in tools or []}
     if fn.get("name") not in names:
         raise PolicyError(f"unknown tool call {fn.get('name')!r}; the tools are {', '.join(sorted(names))}")
     try:
@@ -82,28 +54,27 @@ def structured_action(message: dict, tools: list[dict]) -> str | dict:
         raise PolicyError(f"tool call arguments are not JSON: {e}") from None
     if not isinstance(args, dict):
         raise PolicyError("tool call arguments must be a JSON object")
-    return {"tool": fn["name"], **args}
+    try:
+        return env.tool_action(fn["name"], args)
+    except ValueError as e:
+        raise PolicyError(str(e)) from None
 
 
 @dataclass
 class ChatAgent:
     policy: "ChatPolicy"
-    mode: str | None  # the code-function family's mode (its run/submit tools); None: see `tools`
-    tools: list[dict] | None = None  # another env's tool schemas (`env.chat_tools()`), if it has any
+    env: SandgymEnv
+    tools: list[dict] | None = None  # the env's tool schemas (`env.chat_tools()`); None: text replies
     messages: list[dict] = field(default_factory=list)
 
-    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> str | dict | None:
+    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> Action | None:
         if not self.messages:
             self.messages = [{"role": "system", "content": SYSTEM_PROMPT},
                              {"role": "user", "content": obs["task"]}]
         else:
             # Tool results go back as plain user turns: every endpoint takes those.
             self.messages.append({"role": "user", "content": obs["feedback"]})
-        if self.mode is not None:
-            action: str | dict = action_from_message(self.policy.complete(self.messages, self.mode))
-        else:
-            tools = self.tools if self.policy.use_tools else None
-            action = structured_action(self.policy.complete(self.messages, None, tools), tools or [])
+        action = env_action(self.policy.complete(self.messages, self.tools), self.env, self.tools)
         self.messages.append({"role": "assistant",
                               "content": action if isinstance(action, str) else json.dumps(action)})
         return action
@@ -125,13 +96,10 @@ class ChatPolicy:
         self.config = {"model": model, "base_url": self.base_url, "temperature": temperature,
                        "max_tokens": max_tokens, "seed": seed, "tools": use_tools}
 
-    def begin(self, task: TaskPair, env: Any) -> ChatAgent:
-        # The code-function family's run/submit tools become its text grammar;
-        # an env with `chat_tools()` gets those tools' calls as dict actions;
-        # otherwise replies are text in the grammar the task prompt states.
-        if task.family == "code_function":
-            return ChatAgent(self, getattr(env, "mode", "single"))
-        return ChatAgent(self, None, env.chat_tools() if hasattr(env, "chat_tools") else None)
+    def begin(self, task: TaskPair, env: SandgymEnv) -> ChatAgent:
+        # The env's tools, when it has any and tools are on; otherwise replies
+        # are text in the grammar the task prompt states.
+        return ChatAgent(self, env, env.chat_tools() if self.use_tools else None)
 
     def _post(self, body: dict) -> dict:
         headers = {"Content-Type": "application/json"}
@@ -161,14 +129,12 @@ class ChatPolicy:
                 time.sleep(min(8.0, 0.5 * 2 ** attempt))
         raise PolicyError(f"{last} (after {self.retries + 1} tries)")
 
-    def complete(self, messages: list[dict], mode: str | None, tools: list[dict] | None = None) -> dict:
+    def complete(self, messages: list[dict], tools: list[dict] | None = None) -> dict:
         body: dict[str, Any] = {"model": self.model, "messages": messages,
                                 "temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.seed is not None:
             body["seed"] = self.seed
-        if self.use_tools and mode is not None:
-            body["tools"] = _tools(mode)
-        elif self.use_tools and tools:
+        if tools:
             body["tools"] = tools
         reply = self._post(body)
         try:

@@ -97,7 +97,7 @@ def eval_cmd(
     """Run a policy on every task of a set and record each episode."""
     from .harness import EvalRun
     from .policies import make_policy
-    from .registry import check_env_id
+    from sandgym.families import check_env_id
     from .runtimes import RuntimeUnavailable, get_runtime
 
     try:
@@ -155,7 +155,7 @@ def serve_cmd(
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ):
     """Serve an env to OpenEnv clients (WebSocket /ws; /health, /schema, /metadata)."""
-    from .registry import check_env_id
+    from sandgym.families import check_env_id
     from .runtimes import RuntimeUnavailable, get_runtime
 
     try:
@@ -241,22 +241,27 @@ def leaderboard_cmd(
 
 @images_app.command("build")
 def images_build_cmd(
-    family: str = typer.Option("code_function", "--family", help="Which family's image (or `serve`: the OpenEnv server image)."),
+    names: Optional[list[str]] = typer.Argument(
+        None, help="Recipes to build, or `serve` (the OpenEnv server image); default: every family's recipe."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the tagged image exists."),
 ):
-    """Build a family's image with debootstrap and `docker import` (no registry), cached by content hash."""
+    """Build images with debootstrap and `docker import` (no registry), cached by content hash."""
+    from sandgym.families import FAMILIES
+
     from .runtimes import RuntimeUnavailable
     from .runtimes.images import build
 
     log = lambda m: err_console.print(m, highlight=False)  # noqa: E731
+    wanted = names or sorted({f.image_recipe for f in FAMILIES.values() if f.image_recipe})
     try:
-        if family == "serve":
-            from .serve_image import build as build_serve, run_command
+        for name in wanted:
+            if name == "serve":
+                from .serve_image import build as build_serve, run_command
 
-            tag = build_serve(force=force, log=log)
-            log("run it with: " + " ".join(run_command(tag)))
-        else:
-            build(family, force=force, log=log)
+                tag = build_serve(force=force, log=log)
+                log("run it with: " + " ".join(run_command(tag)))
+            else:
+                build(name, force=force, log=log)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
 
@@ -272,10 +277,10 @@ def images_list_cmd():
     except RuntimeUnavailable as e:
         fail(str(e))
     table = Table()
-    for col in ("tag", "family", "id", "size MB", "created"):
+    for col in ("tag", "recipe", "id", "size MB", "created"):
         table.add_column(col)
     for r in rows:
-        table.add_row(r["tag"], r["family"], r["id"], str(r["size_mb"]), r["created"][:19])
+        table.add_row(r["tag"], r["recipe"], r["id"], str(r["size_mb"]), r["created"][:19])
     console.print(table)
 
 
@@ -304,7 +309,7 @@ def import_humaneval_cmd(
     timeout_s: float = typer.Option(10.0, "--timeout", help="Seconds to verify one submission."),
 ):
     """Import HumanEval-format problems (task_id, prompt, entry_point, test, canonical_solution)."""
-    from .importers import import_humaneval
+    from sandgym.envs.code_function.humaneval import import_humaneval
     from .specs import TaskSpecError
 
     if not file.exists():
@@ -319,25 +324,15 @@ def import_humaneval_cmd(
 @tasks_app.command("list")
 def list_cmd(tasks: Optional[Path] = typer.Argument(None, help="Task-set folder (default: bundled).")):
     """List the tasks of a set."""
+    from sandgym.families import spec_module
+
     ts = _task_set(tasks)
     table = Table(title=f"{ts.meta.name} v{ts.meta.version} · {ts.meta.family} · {len(ts)} tasks · {ts.hash[:19]}")
-    columns = {
-        "code_function": ("id", "entry point", "tags", "examples", "hidden tests"),
-        "swe_repo": ("id", "source", "FAIL_TO_PASS", "PASS_TO_PASS", "title"),
-        "browser_form": ("id", "start path", "checks", "oracle steps", "title"),
-    }[ts.meta.family]
-    for col in columns:
+    columns = spec_module(ts.meta.family)
+    for col in ("id", *columns.LIST_COLUMNS):
         table.add_column(col)
     for t in ts.tasks:
-        v, h = t.visible, t.hidden
-        if ts.meta.family == "code_function":
-            hidden = "check()" if h.check_code else str(len(h.tests))
-            row = (v.entry_point, ",".join(v.tags), str(len(v.examples)), hidden)
-        elif ts.meta.family == "swe_repo":
-            source = f"{v.repo.name}=={v.repo.version}" if v.repo.kind == "pypi" else f"{v.repo.name} (bundled)"
-            row = (source, str(len(h.FAIL_TO_PASS)), str(len(h.PASS_TO_PASS)), v.title)
-        else:
-            row = (v.start_path, str(len(h.checks)), str(len(h.oracle)), v.title)
+        row = columns.list_row(t)
         table.add_row(t.id, *row)
     console.print(table)
 
@@ -351,35 +346,31 @@ def validate_cmd(
     """Check that every task's reference solution passes and an empty one does not."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from sandgym.families import family, load
+
     from .runtimes import RuntimeUnavailable, get_runtime
-    from .verifiers.code_function import verify
 
     ts = _task_set(tasks)
     try:
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
-    if ts.meta.family != "code_function":
+    # A family may check its tasks directly (faster than playing episodes).
+    validator = family(ts.meta.family).validator
+    if validator is None:
         return _validate_by_episodes(ts, rt, runtime, concurrency)
-
-    def check(task):
-        good = verify(task, task.hidden.reference_solution, rt)
-        empty = verify(task, f"def {task.visible.entry_point}(*args, **kwargs):\n    return None\n", rt)
-        return task, good, empty
+    check = load(validator)
 
     problems = 0
     try:
         with Progress(TextColumn("validating"), BarColumn(), MofNCompleteColumn(), console=err_console,
                       disable=not sys.stderr.isatty()) as progress, ThreadPoolExecutor(concurrency) as pool:
             bar = progress.add_task("validate", total=len(ts))
-            for task, good, empty in pool.map(check, ts.tasks):
+            for task, found in zip(ts.tasks, pool.map(lambda t: check(t, rt), ts.tasks)):
                 progress.update(bar, advance=1)
-                if good.outcome != "passed":
-                    problems += 1
-                    console.print(f"[red]{task.id}[/]: reference solution {good.outcome}: {good.detail or [t.detail for t in good.tests if t.status != 'passed'][:1]}")
-                if empty.outcome == "passed":
-                    problems += 1
-                    console.print(f"[red]{task.id}[/]: a function returning None passes: the tests are too weak")
+                problems += len(found)
+                for problem in found:
+                    console.print(f"[red]{task.id}[/]: {problem}")
     finally:
         rt.close()
     console.print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
@@ -393,13 +384,13 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
 
     from .harness import EvalRun
     from .policies import make_policy
-    from .registry import FAMILY_ENVS
+    from sandgym.families import family
 
     problems = 0
     try:
         with tempfile.TemporaryDirectory(prefix="sandgym-validate-") as tmp:
             for name, want in (("oracle", True), ("null", False)):
-                run = EvalRun(FAMILY_ENVS[ts.meta.family], ts, make_policy(name), rt, runtime_name,
+                run = EvalRun(family(ts.meta.family).env_id, ts, make_policy(name), rt, runtime_name,
                               Path(tmp) / name, concurrency=concurrency)
                 with Progress(TextColumn(f"{name} episodes"), BarColumn(), MofNCompleteColumn(),
                               console=err_console, disable=not sys.stderr.isatty()) as progress:
@@ -432,8 +423,8 @@ def make_swe_cmd(
     """Make SWE tasks from a PyPI package by injecting bugs (AST mutations), each validated by the verifier."""
     from .runtimes import RuntimeUnavailable, get_runtime
     from .specs import TaskSpecError
-    from .swe_factory import FactoryError, make_swe, write_task_set
-    from .swe_repos import RepoError
+    from sandgym.envs.swe_repo.factory import FactoryError, make_swe, write_task_set
+    from sandgym.verifiers.swe_repo.sources import RepoError
 
     try:
         rt = get_runtime(runtime)

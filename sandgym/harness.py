@@ -23,10 +23,12 @@ from typing import Any, Callable
 import gymnasium
 
 from . import __version__
+from sandgym.envs.base import SandgymEnv
+
 from .outcomes import Outcome
 from .policies import Policy
 from .records import EpisodeRecord, StepRecord, Summary, Timings, count_outcomes
-from .registry import check_env_id
+from sandgym.families import check_env_id
 from .runtimes import Runtime
 from .specs import TaskPair, TaskSet
 
@@ -64,8 +66,11 @@ class EvalRun:
         # records carry the env's effective settings, defaults included.
         probe = gymnasium.make(self.env_id, tasks=task_set, runtime=runtime, **self.env_kwargs)
         try:
-            self.task_set: TaskSet = probe.unwrapped.task_set
-            self.env_kwargs = {**getattr(probe.unwrapped, "config", {}), **self.env_kwargs}
+            inner = probe.unwrapped
+            if not isinstance(inner, SandgymEnv):
+                raise TypeError(f"{self.env_id} is not a sandgym env (envs.base.SandgymEnv)")
+            self.task_set: TaskSet = inner.task_set
+            self.env_kwargs = {**inner.config, **self.env_kwargs}
         finally:
             probe.close()
         self.run_id = uuid.uuid4().hex[:12]
@@ -159,6 +164,8 @@ class EvalRun:
                                              **self.env_kwargs)
             env = slot["env"]
             inner = env.unwrapped
+            if not isinstance(inner, SandgymEnv):
+                raise TypeError(f"{self.env_id} is not a sandgym env (envs.base.SandgymEnv)")
             obs, info = env.reset(seed=self.seed, options={"task_id": task.id})
             agent = self.policy.begin(task, inner)
             if agent is None:

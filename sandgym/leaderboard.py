@@ -21,6 +21,7 @@ from typing import Any, Iterable, Literal
 import numpy as np
 
 from .runs import Run, load_run
+from sandgym.errors import SandgymError
 
 Z95 = 1.959963984540054  # the 97.5% quantile of the standard normal
 BOOTSTRAP_RESAMPLES = 2000
@@ -29,7 +30,7 @@ BOOTSTRAP_SEED = 0
 CIMethod = Literal["wilson", "bootstrap"]
 
 
-class LeaderboardError(ValueError):
+class LeaderboardError(SandgymError, ValueError):
     """The runs cannot be ranked together; the message says which and why."""
 
 

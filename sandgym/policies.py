@@ -14,29 +14,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from sandgym.envs.base import Action, SandgymEnv
+
 from .specs import TaskPair
 
 POLICY_CHOICES = ("oracle", "null", "replay:FILE", "openai:MODEL@BASE_URL")
 
 
 class Agent(Protocol):
-    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> str | dict | None: ...
+    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> Action | None: ...
 
 
 class Policy(Protocol):
     name: str
     config: dict[str, Any]
 
-    def begin(self, task: TaskPair, env: Any) -> Agent | None:
+    def begin(self, task: TaskPair, env: SandgymEnv) -> Agent | None:
         """An agent for this episode, or None if the policy has nothing for the task."""
 
 
 @dataclass
 class ScriptedAgent:
-    actions: list[str | dict]
+    actions: list[Action]
     _next: int = 0
 
-    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> str | dict | None:
+    def act(self, obs: dict[str, Any], info: dict[str, Any]) -> Action | None:
         if self._next >= len(self.actions):
             return None
         self._next += 1
@@ -50,7 +52,7 @@ class OraclePolicy:
     name: str = "oracle"
     config: dict[str, Any] = field(default_factory=dict)
 
-    def begin(self, task: TaskPair, env: Any) -> Agent:
+    def begin(self, task: TaskPair, env: SandgymEnv) -> Agent:
         return ScriptedAgent(list(env.oracle_actions()))
 
 
@@ -62,7 +64,7 @@ class NullPolicy:
     name: str = "null"
     config: dict[str, Any] = field(default_factory=dict)
 
-    def begin(self, task: TaskPair, env: Any) -> Agent:
+    def begin(self, task: TaskPair, env: SandgymEnv) -> Agent:
         return ScriptedAgent(list(env.null_actions()))
 
 
@@ -75,7 +77,7 @@ class ReplayPolicy:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.config = {"file": str(self.path)}
-        self.by_task: dict[str, list[str]] = {}
+        self.by_task: dict[str, list[Action]] = {}
         try:
             lines = self.path.read_text(encoding="utf-8").splitlines()
         except OSError as e:
@@ -97,7 +99,7 @@ class ReplayPolicy:
                 raise ValueError(f"{where}: task {row['task_id']!r} appears twice")
             self.by_task[row["task_id"]] = actions
 
-    def begin(self, task: TaskPair, env: Any) -> Agent | None:
+    def begin(self, task: TaskPair, env: SandgymEnv) -> Agent | None:
         actions = self.by_task.get(task.id)
         return ScriptedAgent(list(actions)) if actions is not None else None
 

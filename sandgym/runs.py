@@ -17,12 +17,13 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from .records import EpisodeRecord, Summary, count_outcomes
+from sandgym.errors import SandgymError
 
 TRAJECTORIES = "trajectories.jsonl"  # the names sandgym.harness writes
 SUMMARY = "summary.json"
 
 
-class RunError(ValueError):
+class RunError(SandgymError, ValueError):
     """A run folder is missing a file or holds a malformed one; the message
     names the folder, the file and (for records) the line."""
 

@@ -1,4 +1,4 @@
-"""The OpenEnv server image (`sandgym images build --family serve`).
+"""The OpenEnv server image (`sandgym images build serve`).
 
 No registry is reachable and the engine runs with `--bridge=none`, so
 nothing is installed during the image build: the locked Python packages
@@ -60,7 +60,7 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> str:
     """Build (or find) the serve image; returns its tag."""
     root = project_root()
     client = _docker()
-    base = build_base("serve", log=log)
+    base = build_base("python-bwrap", log=log)
     tag = f"{REPOSITORY}:{_content_hash(root, base)}"
     if image_exists(client, tag) and not force:
         log(f"{tag}: up to date")

@@ -65,7 +65,7 @@ from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
 from . import __version__
-from .registry import check_env_id, register_envs
+from sandgym.families import check_env_id, register_envs
 from .runtimes import Runtime, get_runtime
 from .specs import TaskSet
 

@@ -44,4 +44,4 @@ fi
 # The Docker Engine, with gVisor registered, started when not running; then
 # the images the docker runtimes use (cached: instant when up to date).
 bash scripts/docker-engine.sh
-for family in code_function swe_repo; do .venv/bin/sandgym images build --family "$family"; done
+.venv/bin/sandgym images build

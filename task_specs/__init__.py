@@ -1,1 +1,1 @@
-"""Bundled task sets, as data (sandgym.task_specs). See sandgym/specs.py for the format."""
+"""Bundled task sets, as data (sandgym.task_specs). See sandgym/specs/base.py for the format."""

@@ -41,6 +41,13 @@ class Verdict(BaseModel):
     # A family's own status name (SWE: FULL, PARTIAL, NO, ...); None elsewhere.
     status: str | None = None
 
+    @classmethod
+    def from_attempts(cls, verifier_version: str, attempts: list[Attempt]) -> "Verdict":
+        """The verdict of the last attempt, with every attempt kept."""
+        final = attempts[-1]
+        return cls(verifier_version=verifier_version, outcome=final.outcome, status=final.status,
+                   tests=final.tests, detail=final.detail, violations=final.violations, attempts=attempts)
+
     @property
     def pass_rate(self) -> float:
         return sum(t.status == "passed" for t in self.tests) / len(self.tests) if self.tests else 0.0

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from sandgym.errors import SandgymError
 
 GRAMMAR = (
     'Actions (one per turn): click(ref) | fill(ref, "text") | select(ref, "option") | press("Key") | '
@@ -35,7 +36,7 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0"
 _FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.S)
 
 
-class ActionError(ValueError):
+class ActionError(SandgymError, ValueError):
     """The action is not in the grammar; the message says why."""
 
 

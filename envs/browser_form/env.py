@@ -23,13 +23,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from sandgym.envs.base import SandgymEnv
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskPair, TaskSet, choose_task, load_family_task_set
-from sandgym.verifiers.browser_form import read_state, state_json, verify
+from sandgym.verifiers.browser_form.host import read_state, state_json, verify
 from sandgym.verifiers.models import Verdict
 
 from .actions import GRAMMAR, ActionError, parse_action
@@ -56,7 +57,7 @@ def render_goal(task: TaskPair, max_steps: int) -> str:
             f"finished; you have {max_steps} actions.")
 
 
-class BrowserFormEnv(gym.Env):
+class BrowserFormEnv(SandgymEnv):
     """See the module docstring. After the last step `info` holds `outcome`,
     `reward_valid` and per-check `tests`; `last_verdict`, `artifact` (the
     final server state as JSON) and `timings` are on the env."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from sandgym.envs.base import SandgymEnv
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec, stage_tree
@@ -72,7 +73,7 @@ def miniwob_app() -> AppSpec:
                    env={"SANDGYM_STATIC_ROOT": STATIC_IN_SANDBOX}, mounts=((str(staged), STATIC_IN_SANDBOX),))
 
 
-class MiniWoBEnv(gym.Env):
+class MiniWoBEnv(SandgymEnv):
     """One MiniWoB++ task. The step reward is 0 until the page ends the
     episode; then it is the raw reward (-1..1). `done()` ends it early."""
 

@@ -14,6 +14,7 @@ from sandgym.runtimes import Runtime, SandboxError
 from sandgym.runtimes.browser import AppSpec, BrowserSandbox
 
 from .actions import GRAMMAR, Action, ActionError, Target
+from sandgym.errors import SandgymError
 
 ACTION_TIMEOUT_MS = 5_000
 LOAD_TIMEOUT_MS = 15_000
@@ -25,11 +26,11 @@ ESCAPE_SCHEMES = ("file", "javascript", "data", "chrome", "chrome-extension", "a
                   "blob", "filesystem", "devtools", "ws", "wss", "ftp")
 
 
-class SessionBroken(RuntimeError):
+class SessionBroken(SandgymError, RuntimeError):
     """The browser or its page died: infrastructure, not the agent."""
 
 
-class ActionRefused(ValueError):
+class ActionRefused(SandgymError, ValueError):
     """The action is well-formed but not allowed; `violation` when it tried to escape."""
 
     def __init__(self, message: str, violation: bool = False):

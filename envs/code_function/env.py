@@ -12,14 +12,15 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-import gymnasium as gym
 from gymnasium import spaces
 
+from sandgym.envs.base import SandgymEnv
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.spaces import UnicodeText
-from sandgym.specs import CodeTaskPair, TaskSet, choose_task, load_family_task_set
-from sandgym.verifiers.code_function import boundary_mount, candidate_isolation, run_examples, verify
+from sandgym.specs.code_function import CodeTaskPair
+from sandgym.specs import TaskSet, choose_task, load_family_task_set
+from sandgym.verifiers.code_function.host import boundary_mount, candidate_isolation, run_examples, verify
 from sandgym.verifiers.models import RewardScheme, Verdict
 
 from .actions import parse_action
@@ -54,7 +55,7 @@ def render_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
     return "\n\n".join(parts)
 
 
-class CodeFunctionEnv(gym.Env):
+class CodeFunctionEnv(SandgymEnv):
     """See the module docstring. `info` after the last step holds `outcome`,
     `reward_valid` (False for infrastructure errors, whose reward 0.0 is not
     the model's score), `pass_rate` and per-test `tests`; the full verdict
@@ -114,7 +115,7 @@ class CodeFunctionEnv(gym.Env):
         self._close_sandbox()
         self.task = task
         self._turn, self._done = 0, False
-        self._last_code = self.submitted_code = None
+        self._last_code = self.submitted_code = self.artifact = None
         self.last_verdict = None
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         self._obs = {"task": render_prompt(self.task, self.mode, self.max_turns), "feedback": ""}
@@ -153,10 +154,23 @@ class CodeFunctionEnv(gym.Env):
         """An empty code block, submitted."""
         return ["SUBMIT\n```python\n```" if self.mode == "multi" else "```python\n```"]
 
-    @property
-    def artifact(self) -> str | None:
-        """What was verified: the submitted code."""
-        return self.submitted_code
+    def chat_tools(self) -> list[dict[str, Any]]:
+        """`submit_code` (and `run_code` in multi mode); a call becomes this env's text grammar."""
+        code = {"type": "object", "required": ["code"],
+                "properties": {"code": {"type": "string", "description": "Complete Python code."}}}
+        tools = [{"type": "function", "function": {"name": "submit_code", "parameters": code,
+                  "description": "Submit the final code for grading. Ends the episode."}}]
+        if self.mode == "multi":
+            tools.insert(0, {"type": "function", "function": {"name": "run_code", "parameters": code,
+                             "description": "Run the code on the task's visible examples and see the results."}})
+        return tools
+
+    def tool_action(self, name: str, arguments: dict[str, Any]) -> str:
+        code = arguments.get("code")
+        if name not in ("run_code", "submit_code") or not isinstance(code, str):
+            raise ValueError(f"unknown tool call {name!r} or missing string argument `code`")
+        block = f"```python\n{code.rstrip()}\n```"
+        return f"SUBMIT\n{block}" if name == "submit_code" else block
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
@@ -199,7 +213,7 @@ class CodeFunctionEnv(gym.Env):
         assert self.task is not None
         self._done = True
         self._close_sandbox()
-        self.submitted_code = code
+        self.submitted_code = self.artifact = code  # what was verified
         if code is None:
             self.last_verdict = Verdict(verifier_version="none", outcome=Outcome.FAILED,
                                         detail=problem or "nothing was submitted")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from sandgym.errors import SandgymError
 
 TOOLS = ("bash", "view", "str_replace", "create", "run_tests", "submit")
 ALIASES = {"": "bash", "sh": "bash", "shell": "bash", "console": "bash", "str-replace": "str_replace",
@@ -50,7 +51,7 @@ class ToolCall:
     args: dict[str, Any] = field(default_factory=dict)
 
 
-class ActionError(ValueError):
+class ActionError(SandgymError, ValueError):
     """The action could not be read; the message says how to write it."""
 
 

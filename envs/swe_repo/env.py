@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from sandgym.envs.base import SandgymEnv
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.runtimes.pool import SandboxPool
@@ -38,11 +39,9 @@ from sandgym.runtimes.base import Mount
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskPair, TaskSet, choose_task, load_family_task_set
-from sandgym.swe_checkout import StartState, start_state
+from sandgym.verifiers.swe_repo.checkout import StartState, start_state
 from sandgym.verifiers.models import Verdict
-from sandgym.verifiers.swe_repo import (
-    MAX_DIFF_BYTES, REPO_DIR, VENV_DIR, WORKSPACE, run_in_sandbox, sandbox_spec, status_text, verify,
-)
+from sandgym.verifiers.swe_repo.host import MAX_DIFF_BYTES, REPO_DIR, VENV_DIR, WORKSPACE, run_in_sandbox, sandbox_spec, status_text, verify
 
 from .actions import ActionError, ToolCall, chat_tools, parse_action
 
@@ -99,7 +98,7 @@ def render_prompt(task: TaskPair, max_steps: int, command_timeout_s: float) -> s
     )
 
 
-class SWERepoEnv(gym.Env):
+class SWERepoEnv(SandgymEnv):
     """See the module docstring."""
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -225,8 +224,7 @@ class SWERepoEnv(gym.Env):
     def null_actions(self) -> list[dict]:
         return [{"tool": "submit"}]
 
-    @staticmethod
-    def chat_tools() -> list[dict]:
+    def chat_tools(self) -> list[dict]:
         """Tool schemas for chat models (the harness's openai policy)."""
         return chat_tools()
 

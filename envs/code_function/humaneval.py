@@ -1,0 +1,73 @@
+"""Importers from public task formats into sandgym task sets."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
+from sandgym.specs import TaskSet, TaskSetMeta, TaskSpecError, format_validation_error
+
+HUMANEVAL_FIELDS = ("task_id", "prompt", "entry_point", "test", "canonical_solution")
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, object]]:
+    """(line number, parsed row) for every non-blank line."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
+    except OSError as e:
+        raise TaskSpecError(f"{path}: cannot read: {e}") from e
+    rows = []
+    for n, line in lines:
+        try:
+            rows.append((n, json.loads(line)))
+        except ValueError as e:
+            raise TaskSpecError(f"{path}:{n}: not a JSON object: {e}") from e
+    return rows
+
+
+def humaneval_task(row: dict, where: str, timeout_s: float = 10.0) -> CodeTaskPair:
+    """One HumanEval problem. The candidate module starts with the prompt
+    (its imports and helpers), as HumanEval's own harness does; the check
+    runs in the verifier's process with the prompt's helpers in scope."""
+    missing = [k for k in HUMANEVAL_FIELDS if not isinstance(row.get(k), str)]
+    if missing:
+        raise TaskSpecError(f"{where}: field `{missing[0]}` missing or not a string (HumanEval rows need {', '.join(HUMANEVAL_FIELDS)})")
+    try:
+        visible = CodeTask(
+            id=row["task_id"], title=row["task_id"], entry_point=row["entry_point"],
+            prompt=row["prompt"], context_code=row["prompt"], tags=["humaneval"],
+            timeout_s=timeout_s, source="humaneval",
+        )
+        hidden = CodeHidden(
+            id=row["task_id"], check_code=row["test"],
+            reference_solution=row["prompt"] + row["canonical_solution"],
+        )
+    except ValidationError as e:
+        raise TaskSpecError(format_validation_error(where, e)) from None
+    return CodeTaskPair(visible=visible, hidden=hidden)
+
+
+def import_humaneval(src: str | Path, out: str | Path, name: str = "humaneval",
+                     timeout_s: float = 10.0) -> TaskSet:
+    src, out = Path(src), Path(out)
+    if (out / "taskset.yaml").exists() or (out / "tasks").exists():
+        raise TaskSpecError(f"{out}: already holds a task set; choose another --out folder or remove it")
+    rows = _read_jsonl(src)
+    if not rows:
+        raise TaskSpecError(f"{src}: no problems in the file")
+    tasks = []
+    for n, row in rows:
+        if not isinstance(row, dict):
+            raise TaskSpecError(f"{src}:{n}: expected a JSON object per line")
+        tasks.append(humaneval_task(row, f"{src}:{n}", timeout_s))
+    meta = TaskSetMeta(name=name, family="code_function", version=1,
+                       description=f"Imported from {src.name} (HumanEval format), {len(tasks)} problems.")
+    task_set = TaskSet(meta, tasks)
+    task_set.write(out)
+    return TaskSet.load(out)

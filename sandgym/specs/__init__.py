@@ -1,0 +1,41 @@
+"""Task specs: the base every family shares (`base.py`), one module per family.
+
+`sandgym.specs` is the family-neutral API (task sets, pairs, loading);
+a family's own models live in `sandgym.specs.<family>`.
+"""
+
+from sandgym.specs.base import (
+    TaskId,
+    TaskPair,
+    TaskSet,
+    TaskSetMeta,
+    TaskSpecError,
+    _json_data,
+    _Strict,
+    bundled_dir,
+    bundled_task_set,
+    choose_task,
+    family_models,
+    format_validation_error,
+    json_schemas,
+    load_family_task_set,
+    make_pair,
+)
+
+__all__ = [
+    "TaskId",
+    "TaskPair",
+    "TaskSet",
+    "TaskSetMeta",
+    "TaskSpecError",
+    "_json_data",
+    "_Strict",
+    "bundled_dir",
+    "bundled_task_set",
+    "choose_task",
+    "family_models",
+    "format_validation_error",
+    "json_schemas",
+    "load_family_task_set",
+    "make_pair",
+]

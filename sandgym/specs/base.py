@@ -1,0 +1,308 @@
+"""Task specs: versioned files, pydantic models, content-addressed task sets.
+
+A task set is a folder:
+
+    taskset.yaml          name, family, version, description
+    tasks/<slug>.yaml     what the agent may see (prompt, visible examples)
+    hidden/<slug>.yaml    what only the verifier sees (tests, reference solution)
+
+Visible and hidden files are matched by their `id` field. The two halves
+are kept in separate folders so that nothing that builds an agent's view
+ever opens `hidden/`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from sandgym.errors import SandgymError
+from sandgym.families import FAMILIES, UnknownFamily, spec_module
+from sandgym.families import family as family_entry
+
+SCHEMA_VERSION = 1
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
+
+
+def _check_task_id(v: str) -> str:
+    if not TASK_ID_RE.match(v):
+        raise ValueError(f"task id {v!r} must be letters, digits, '_', '.', '-' and '/' separators")
+    return v
+
+
+# The `id` of every family's visible half.
+TaskId = Annotated[str, AfterValidator(_check_task_id)]
+
+
+class TaskSpecError(SandgymError, ValueError):
+    """A task spec file is malformed; the message names the file and field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _json_data(value: Any, where: str = "value") -> Any:
+    """Only JSON data: what crosses to the verifier unchanged. YAML can
+    also say dates, sets, bytes and non-string keys, which would not."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        for i, v in enumerate(value):
+            _json_data(v, f"{where}[{i}]")
+        return value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where} has the key {k!r}: mapping keys must be strings")
+            _json_data(v, f"{where}[{k!r}]")
+        return value
+    raise ValueError(f"{where} is a {type(value).__name__}; use JSON data only "
+                     "(null, true/false, numbers, strings, lists, mappings with string keys)")
+
+
+class TaskSetMeta(_Strict):
+    schema_version: Literal[1] = 1
+    name: str
+    family: str = Field(json_schema_extra={"enum": list(FAMILIES)})  # a family of the family table
+    version: int = Field(1, ge=1)
+    description: str = ""
+
+    @field_validator("family")
+    @classmethod
+    def _known_family(cls, v: str) -> str:
+        if v not in FAMILIES:
+            raise ValueError(f"unknown family {v!r}; choices: {', '.join(FAMILIES)}")
+        return v
+
+
+class TaskPair(BaseModel):
+    """A whole task as the host holds it: visible and hidden halves, of any
+    family. Every family's visible model has `id`, `family` and `version`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    visible: BaseModel
+    hidden: BaseModel
+
+    @property
+    def id(self) -> str:
+        return self.visible.id  # type: ignore[attr-defined]
+
+    @property
+    def family(self) -> str:
+        return self.visible.family  # type: ignore[attr-defined]
+
+
+def family_models(family: str) -> tuple[type[BaseModel], type[BaseModel]]:
+    """A family's (visible, hidden) spec models, from its spec module in the family table."""
+    try:
+        mod = spec_module(family)
+    except UnknownFamily as e:
+        raise TaskSpecError(str(e)) from None
+    return mod.VISIBLE, mod.HIDDEN
+
+
+def make_pair(visible: BaseModel, hidden: BaseModel) -> TaskPair:
+    """The family's own pair class (typed halves) where its spec module has one."""
+    pair: type[TaskPair] = getattr(spec_module(visible.family), "PAIR", TaskPair)  # type: ignore[attr-defined]
+    return pair(visible=visible, hidden=hidden)
+
+
+def format_validation_error(where: str | Path, err: ValidationError) -> str:
+    lines = [f"{where}: invalid task spec"]
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        lines.append(f"  field `{loc}`: {e['msg']}")
+    return "\n".join(lines)
+
+
+# libyaml's parser when PyYAML has it: the same safe subset, ~10x faster.
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load_yaml(path: Path) -> Any:
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_YamlLoader)
+    except yaml.YAMLError as e:
+        raise TaskSpecError(f"{path}: not valid YAML: {e}") from e
+    except OSError as e:
+        raise TaskSpecError(f"{path}: cannot read: {e.strerror}") from e
+
+
+def _parse(model: type[BaseModel], path: Path) -> BaseModel:
+    data = _load_yaml(path)
+    if not isinstance(data, dict):
+        raise TaskSpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise TaskSpecError(format_validation_error(path, e)) from None
+
+
+def _spec_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+
+
+class TaskSet:
+    """The tasks of one folder, in id order, with a content hash."""
+
+    def __init__(self, meta: TaskSetMeta, tasks: list[TaskPair], root: Path | None = None):
+        self.meta = meta
+        self.root = root
+        self.tasks = sorted(tasks, key=lambda t: t.id)
+        self._by_id = {t.id: t for t in self.tasks}
+        self.hash = self._content_hash()
+
+    def _content_hash(self) -> str:
+        # What decides scores, and nothing cosmetic (the set's name and
+        # description may change without making results incomparable).
+        canon = {
+            "family": self.meta.family,
+            "tasks": [
+                [t.visible.model_dump(mode="json"), t.hidden.model_dump(mode="json")] for t in self.tasks
+            ],
+        }
+        raw = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.tasks]
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+    def get(self, task_id: str) -> TaskPair:
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            shown = ", ".join(self.ids[:10]) + (" ..." if len(self) > 10 else "")
+            raise KeyError(
+                f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}"
+            ) from None
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "TaskSet":
+        root = Path(folder)
+        if not root.is_dir():
+            raise TaskSpecError(f"{root}: not a task-set folder (expected taskset.yaml, tasks/, hidden/)")
+        meta_path = root / "taskset.yaml"
+        if not meta_path.exists():
+            raise TaskSpecError(f"{meta_path}: missing; a task set needs taskset.yaml naming its family")
+        meta = _parse(TaskSetMeta, meta_path)
+        visible_model, hidden_model = family_models(meta.family)
+        for sub in ("tasks", "hidden"):
+            if not (root / sub).is_dir():
+                raise TaskSpecError(f"{root / sub}: missing folder")
+        visible: dict[str, tuple[Path, BaseModel]] = {}
+        for p in _spec_files(root / "tasks"):
+            v = _parse(visible_model, p)
+            if v.id in visible:
+                raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
+            visible[v.id] = (p, v)
+        pairs = []
+        seen_hidden: dict[str, Path] = {}
+        for p in _spec_files(root / "hidden"):
+            h = _parse(hidden_model, p)
+            if h.id not in visible:
+                raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
+            if h.id in seen_hidden:
+                raise TaskSpecError(f"{p}: field `id`: {h.id!r} also used by {seen_hidden[h.id]}")
+            seen_hidden[h.id] = p
+            pairs.append(make_pair(visible[h.id][1], h))
+        for tid, (p, _) in visible.items():
+            if tid not in seen_hidden:
+                raise TaskSpecError(f"{p}: task {tid!r} has no hidden spec in {root / 'hidden'}")
+        if not pairs:
+            raise TaskSpecError(f"{root}: the task set holds no tasks")
+        return cls(meta, pairs, root)
+
+    def write(self, folder: str | Path) -> Path:
+        root = Path(folder)
+        (root / "tasks").mkdir(parents=True, exist_ok=True)
+        (root / "hidden").mkdir(parents=True, exist_ok=True)
+        (root / "taskset.yaml").write_text(dump_yaml(self.meta.model_dump(mode="json")))
+        used: set[str] = set()
+        for t in self.tasks:
+            slug = slugify(t.id)
+            if slug in used:  # ids that differ only in characters a file name cannot hold
+                slug += "-" + hashlib.sha256(t.id.encode()).hexdigest()[:8]
+            used.add(slug)
+            for sub, half in (("tasks", t.visible), ("hidden", t.hidden)):
+                data = half.model_dump(mode="json", exclude_defaults=True)
+                (root / sub / f"{slug}.yaml").write_text(dump_yaml({"id": half.id, **data}))
+        return root
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Writes multi-line strings (code, prompts) as literal blocks."""
+
+
+def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if any(ch in value for ch in "\x85\u2028\u2029"):
+        # YAML line breaks that only a double-quoted scalar keeps (escaped).
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str_block)
+
+
+def dump_yaml(data: Any) -> str:
+    return yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def slugify(task_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", task_id)
+
+
+def bundled_dir() -> Path:
+    """task_specs/, wherever the install put it (sandgym.task_specs)."""
+    from sandgym import task_specs
+
+    return Path(task_specs.__file__).resolve().parent
+
+
+def bundled_task_set(family: str = "code_function") -> Path:
+    """The set a family's env loads when given none (the family table's default)."""
+    return bundled_dir() / family / family_entry(family).default_task_set
+
+
+def load_family_task_set(tasks: "str | Path | TaskSet | None", family: str, env_id: str) -> TaskSet:
+    """What an env's `tasks=` names (None: the family's bundled set), checked to be of `family`."""
+    ts = tasks if isinstance(tasks, TaskSet) else TaskSet.load(tasks if tasks is not None else bundled_task_set(family))
+    if ts.meta.family != family:
+        raise ValueError(f"task set {ts.meta.name!r} is of family {ts.meta.family!r}; {env_id} needs a "
+                         f"{family} task set (taskset.yaml: family: {family})")
+    return ts
+
+
+def choose_task(task_set: TaskSet, options: dict | None, np_random) -> TaskPair:
+    """The task a reset asks for (`options={"task_id": ...}`), else one drawn with the env's seeded rng."""
+    options = options or {}
+    unknown = set(options) - {"task_id"}
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {sorted(unknown)}; the only option is 'task_id'")
+    if options.get("task_id") is not None:
+        return task_set.get(options["task_id"])
+    return task_set.tasks[int(np_random.integers(len(task_set)))]
+
+
+def json_schemas() -> dict[str, dict]:
+    """JSON Schema of every spec file kind, by file kind name."""
+    schemas = {"taskset": TaskSetMeta.model_json_schema()}
+    for family in FAMILIES:
+        try:
+            visible, hidden = family_models(family)
+        except ImportError:  # a family whose module is not part of this install
+            continue
+        schemas[f"{family}.task"] = visible.model_json_schema()
+        schemas[f"{family}.hidden"] = hidden.model_json_schema()
+    return schemas

@@ -1,0 +1,122 @@
+"""Task-spec models of the browser-form family.
+
+Visible half (`BrowserTask`): the goal the agent reads, where the episode
+starts, and the seed rows of the app's database (the app shows them anyway).
+Hidden half (`BrowserHidden`): the checks on the server's end state that
+decide the verdict, the effects that must not happen, and a scripted
+solution (the oracle) in the action grammar.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sandgym.specs.base import TaskId, TaskPair, _json_data, _Strict
+
+IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+
+class BrowserTask(_Strict):
+    """The visible half of a browser-form task."""
+
+    schema_version: Literal[1] = 1
+    id: TaskId
+    family: Literal["browser_form"] = "browser_form"
+    version: int = Field(1, ge=1, description="Bump when the task's meaning changes.")
+    title: str = ""
+    goal: str = Field(min_length=1, description="What the agent is asked to do, in words.")
+    start_path: str = Field("/", description="Path inside the app where the episode starts.")
+    login_as: str | None = Field(None, description="Start signed in as this username (a seeded user).")
+    seed: dict[str, list[dict[str, Any]]] = Field(
+        default_factory=dict, description="Rows per table; a table named here replaces its default rows.")
+    max_steps: int | None = Field(None, ge=1, le=500, description="Overrides the env's max_steps for this task.")
+
+    @field_validator("start_path")
+    @classmethod
+    def _inside_app(cls, v: str) -> str:
+        if not v.startswith("/") or v.startswith("//"):
+            raise ValueError(f"start_path must be a path inside the app starting with '/', got {v!r}")
+        return v
+
+    @field_validator("seed")
+    @classmethod
+    def _seed(cls, v: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+        for table, rows in v.items():
+            if not IDENT_RE.match(table):
+                raise ValueError(f"seed table name {table!r} is not an identifier")
+            for row in rows:
+                bad = [c for c in row if not IDENT_RE.match(c)]
+                if bad:
+                    raise ValueError(f"seed table {table!r}: column names {bad} are not identifiers")
+        return _json_data(v, "seed")
+
+
+class StateCheck(_Strict):
+    """Rows of one table that match `where` (column == value for each pair).
+
+    `count` / `min` / `max` bound how many match (`count: 1` = exactly
+    once); `expect` is what every matching row must hold."""
+
+    name: str = Field(min_length=1)
+    table: str
+    where: dict[str, Any] = Field(default_factory=dict)
+    count: int | None = Field(None, ge=0)
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=0)
+    expect: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("table")
+    @classmethod
+    def _table(cls, v: str) -> str:
+        if not IDENT_RE.match(v):
+            raise ValueError(f"table name {v!r} is not an identifier")
+        return v
+
+    @field_validator("where", "expect")
+    @classmethod
+    def _plain(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _json_data(v)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "StateCheck":
+        if self.count is not None and (self.min is not None or self.max is not None):
+            raise ValueError(f"check {self.name!r}: give `count`, or `min`/`max`, not both")
+        if self.count is None and self.min is None and self.max is None and not self.expect:
+            raise ValueError(f"check {self.name!r}: says nothing; give `count`, `min`/`max` or `expect`")
+        return self
+
+
+class ForbiddenEffect(_Strict):
+    """Rows that must not exist at the end (e.g. a message to the wrong person)."""
+
+    name: str = Field(min_length=1)
+    table: str
+    where: dict[str, Any] = Field(default_factory=dict)
+
+    _table = field_validator("table")(classmethod(lambda cls, v: StateCheck._table(v)))
+    _plain = field_validator("where")(classmethod(lambda cls, v: _json_data(v)))
+
+
+class BrowserHidden(_Strict):
+    """The hidden half: only the verifier and the oracle policy read it."""
+
+    id: TaskId
+    checks: list[StateCheck] = Field(min_length=1, description="All must hold for `passed`.")
+    forbidden: list[ForbiddenEffect] = Field(
+        default_factory=list, description="Effects that must not happen: each holds when it matches no row.")
+    oracle: list[str] = Field(min_length=1, description="A scripted solution in the action grammar; ends with done().")
+
+
+VISIBLE = BrowserTask
+HIDDEN = BrowserHidden
+LIST_COLUMNS = ("start path", "checks", "oracle steps", "title")
+
+
+def list_row(task: TaskPair) -> tuple[str, ...]:
+    """The `sandgym tasks list` columns of one task (after its id)."""
+    v, h = task.visible, task.hidden
+    assert isinstance(v, BrowserTask) and isinstance(h, BrowserHidden)
+    return (v.start_path, str(len(h.checks)), str(len(h.oracle)), v.title)

@@ -1,0 +1,110 @@
+"""Task specs of the SWE repo-issue family (`swe_repo`).
+
+A task is a repository at a start state with an issue to fix:
+
+- the visible half names where the source comes from (a PyPI sdist, pinned
+  by version and sha256, or a project bundled with sandgym), the test
+  environment, the patch that turns the pristine source into the task's
+  start state (`base_patch`, e.g. an injected bug), and the issue text;
+- the hidden half holds the gold `patch` (start state -> fixed), an
+  optional `test_patch`, and the test lists FAIL_TO_PASS / PASS_TO_PASS.
+
+Specs store references, hashes, patches and test ids, never a package's
+source. Test ids are pytest node ids relative to the repository root.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from sandgym.specs.base import TaskId, TaskPair, _Strict
+
+# Requirement pins: `name==version` (extras allowed), nothing that pip would
+# resolve differently tomorrow.
+PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9_,\-]+\])?==[A-Za-z0-9.+!\-]+$")
+REL_PATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\0]*$")
+
+
+class RepoSource(_Strict):
+    """Where the pristine source comes from."""
+
+    kind: Literal["pypi", "bundled"]
+    name: str = Field(min_length=1, description="PyPI distribution name, or the bundled project's folder name.")
+    version: str = Field("", description="pypi: the release whose sdist is used.")
+    sdist_url: str = Field("", description="pypi: where the sdist was downloaded from.")
+    sdist_sha256: str = Field("", description="pypi: checked after every download.")
+
+    @model_validator(mode="after")
+    def _pypi_pinned(self) -> "RepoSource":
+        if self.kind == "pypi" and not (self.version and re.fullmatch(r"[0-9a-f]{64}", self.sdist_sha256)):
+            raise ValueError("a pypi source needs `version` and a 64-hex `sdist_sha256`")
+        return self
+
+
+class TestEnvironment(_Strict):
+    """What the tests need: a virtualenv built once per distinct value, cached."""
+
+    requirements: list[str] = Field(default_factory=list, description="Pinned test dependencies (name==version).")
+    import_root: str = Field(".", description="Folder (relative to the repo root) put first on PYTHONPATH.")
+    test_args: list[str] = Field(default_factory=list, description="Extra pytest arguments (e.g. -p no:cacheprovider).")
+
+    @field_validator("requirements")
+    @classmethod
+    def _pinned(cls, v: list[str]) -> list[str]:
+        for r in v:
+            if not PIN_RE.match(r):
+                raise ValueError(f"requirement {r!r} must be pinned as name==version")
+        return v
+
+    @field_validator("import_root")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        if not REL_PATH_RE.match(v):
+            raise ValueError(f"import_root {v!r} must be a relative path inside the repository")
+        return v
+
+
+class SWETask(_Strict):
+    """The visible half: what builds the agent's start state and prompt."""
+
+    schema_version: Literal[1] = 1
+    id: TaskId
+    family: Literal["swe_repo"] = "swe_repo"
+    version: int = Field(1, ge=1, description="Bump when the task's meaning changes.")
+    title: str = ""
+    problem_statement: str = Field(min_length=1, description="The issue text the agent is given.")
+    repo: RepoSource
+    environment: TestEnvironment = Field(default_factory=TestEnvironment)
+    base_patch: str = Field("", description="Unified diff applied to the pristine source: the start state.")
+    visible_tests: list[str] = Field(default_factory=list, description="Test ids or files the agent's run_tests tool runs.")
+    timeout_s: float = Field(300, gt=0, le=3600, description="Wall time of one verification run.")
+    source: str = Field("sandgym", description="Where the task comes from (factory, hand-written).")
+    tags: list[str] = Field(default_factory=list)
+
+
+
+class SWEHidden(_Strict):
+    """The hidden half: only the verifier (and the oracle policy) reads it."""
+
+    schema_version: Literal[1] = 1
+    id: str
+    patch: str = Field(min_length=1, description="Gold patch: start state -> fixed (never shown to the agent).")
+    test_patch: str = Field("", description="Applied after the agent's diff; its added files are removed first.")
+    FAIL_TO_PASS: list[str] = Field(min_length=1, description="Tests that fail at the start state and must pass.")
+    PASS_TO_PASS: list[str] = Field(default_factory=list, description="Tests that pass and must keep passing.")
+
+
+VISIBLE = SWETask
+HIDDEN = SWEHidden
+LIST_COLUMNS = ("source", "FAIL_TO_PASS", "PASS_TO_PASS", "title")
+
+
+def list_row(task: TaskPair) -> tuple[str, ...]:
+    """The `sandgym tasks list` columns of one task (after its id)."""
+    v, h = task.visible, task.hidden
+    assert isinstance(v, SWETask) and isinstance(h, SWEHidden)
+    source = f"{v.repo.name}=={v.repo.version}" if v.repo.kind == "pypi" else f"{v.repo.name} (bundled)"
+    return (source, str(len(h.FAIL_TO_PASS)), str(len(h.PASS_TO_PASS)), v.title)

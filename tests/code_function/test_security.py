@@ -1,0 +1,455 @@
+"""Known attacks on code-function verification, each tried for real.
+
+Every test submits hostile code to the real verifier in real bubblewrap
+sandboxes and asserts both the outcome (never `passed`, never an
+`env_error` the attacker could force) and that nothing outside the sandbox
+changed: no stray processes, no files, the host process alive.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sandgym.runtimes.staging import staging_root
+from sandgym.verifiers.code_function.host import verify
+
+from tests.helpers import make_task
+
+SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
+
+
+def sandbox_user_processes() -> set[int]:
+    pids = set()
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                if os.stat(f"/proc/{p}").st_uid == SANDBOX_UID:
+                    pids.add(int(p))
+            except OSError:
+                pass
+    return pids
+
+
+@pytest.fixture
+def host_guard(runtime, tmp_path):
+    """Checks after the attack that the host is as it was."""
+    runtime.create().close()  # the zygote is up before the baseline
+    before = sandbox_user_processes()
+    canary = tmp_path / "canary.txt"
+    canary.write_text("untouched")
+    tmp_before = set(os.listdir("/tmp"))
+    yield canary
+    deadline = time.monotonic() + 10
+    while sandbox_user_processes() - before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (sandbox_user_processes() - before), "processes outlived the sandbox"
+    assert canary.read_text() == "untouched"
+    assert sorted(canary.parent.iterdir()) == [canary]
+    new_tmp = {n for n in set(os.listdir("/tmp")) - tmp_before if "pwned" in n}
+    assert not new_tmp
+
+
+def secret_task(**kw):
+    """A task whose answer cannot be computed: only reading it would pass."""
+    token = "tok-" + secrets.token_hex(12)
+    task = make_task(tests=[{"args": [1], "expected": token}], **kw)
+    return task, token
+
+
+def returned(v) -> str:
+    """What the candidate returned, from a failed case's detail."""
+    detail = v.tests[0].detail
+    return detail.split(", got ", 1)[1] if ", got " in detail else detail
+
+
+def judge(runtime, task, code):
+    v = verify(task, code, runtime)
+    assert v.outcome != "passed", v
+    assert v.outcome != "env_error", f"the attack forced an infrastructure error: {v.detail}"
+    return v
+
+
+ADD = make_task(entry_point="add", tests=[
+    {"args": [1, 2], "expected": 3}, {"args": [2, 2], "expected": 4}, {"args": [-5, 5], "expected": 0},
+    {"args": [10, 5], "expected": 15}, {"args": [1, 2], "expected": 3},
+], examples=[{"args": [1, 2], "expected": 3}], reference="def add(a, b):\n    return a + b\n")
+
+CHECK_ADD = make_task(entry_point="add", check_code=(
+    "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(5, 5) == 10\n"
+), reference="def add(a, b):\n    return a + b\n")
+
+
+def test_reference_passes_and_wrong_fails(runtime):
+    assert verify(ADD, ADD.hidden.reference_solution, runtime).outcome == "passed"
+    assert verify(ADD, "def add(a, b):\n    return a - b\n", runtime).outcome == "failed"
+    assert verify(CHECK_ADD, CHECK_ADD.hidden.reference_solution, runtime).outcome == "passed"
+
+
+@pytest.mark.parametrize("code", [
+    "import sys\nsys.exit(0)\n",
+    "import os\nos._exit(0)\n",
+    "def add(a, b):\n    import sys; sys.exit(0)\n",
+    "def add(a, b):\n    import os; os._exit(0)\n",
+    "def add(a, b):\n    raise SystemExit(0)\n",
+    "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0\n",
+])
+@pytest.mark.parametrize("task", [ADD, CHECK_ADD], ids=["cases", "check"])
+def test_exit_before_asserts(runtime, host_guard, task, code):
+    v = judge(runtime, task, code)
+    assert v.outcome == "failed"
+
+
+@pytest.mark.parametrize("code", [
+    "class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
+    "def add(a, b):\n    return Eq()\n",
+    "class I(int):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return I(0)\n",
+    "class S(str):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return S('x')\n",
+    "class L(list):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return L()\n",
+])
+@pytest.mark.parametrize("task", [ADD, CHECK_ADD], ids=["cases", "check"])
+def test_always_equal_objects(runtime, host_guard, task, code):
+    v = judge(runtime, task, code)
+    assert v.outcome == "failed"
+    assert any("not a plain built-in value" in t.detail for t in v.tests)
+
+
+SEARCH = '''
+import gc, os, sys
+def _search(token_prefix="tok-"):
+    found = []
+    # 1. every readable file on the filesystem
+    for root, dirs, files in os.walk("/", onerror=lambda e: None):
+        if root.startswith(("/proc", "/sys", "/dev", "/usr")):
+            dirs[:] = []
+            continue
+        for f in files:
+            try:
+                data = open(os.path.join(root, f), "rb").read(1 << 20)
+            except Exception:
+                continue
+            i = data.find(token_prefix.encode())
+            if i >= 0:
+                found.append(data[i:i + 28].decode(errors="ignore"))
+    # 2. every process we can see: environment, command line, memory
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        for part in ("environ", "cmdline"):
+            try:
+                data = open(f"/proc/{pid}/{part}", "rb").read()
+            except Exception:
+                continue
+            i = data.find(token_prefix.encode())
+            if i >= 0:
+                found.append(data[i:i + 28].decode(errors="ignore"))
+        try:
+            maps = open(f"/proc/{pid}/maps").read().splitlines()
+            mem = open(f"/proc/{pid}/mem", "rb")
+            for line in maps:
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                try:
+                    mem.seek(lo); data = mem.read(min(hi - lo, 1 << 24))
+                except Exception:
+                    continue
+                i = data.find(token_prefix.encode())
+                if i >= 0:
+                    found.append(data[i:i + 28].decode(errors="ignore"))
+        except Exception:
+            pass
+    # 3. our own memory and inherited descriptors
+    for o in gc.get_objects():
+        if isinstance(o, str) and o.startswith(token_prefix):
+            found.append(o)
+    for fd in range(3, 256):
+        try:
+            os.set_blocking(fd, False)
+            data = os.read(fd, 1 << 16)
+            i = data.find(token_prefix.encode())
+            if i >= 0:
+                found.append(data[i:i + 28].decode(errors="ignore"))
+        except Exception:
+            pass
+    # 4. the caller's stack frames
+    f = sys._getframe(1)
+    while f is not None:
+        for v in list(f.f_locals.values()) + list(f.f_globals.values()):
+            if isinstance(v, str) and v.startswith(token_prefix):
+                found.append(v)
+            if isinstance(v, (list, dict)) and token_prefix in repr(v):
+                found.append(repr(v))
+        f = f.f_back
+    return found
+
+def solve(x):
+    import re
+    for text in _search():
+        m = re.search("tok-[0-9a-f]{24}", text)  # the secret's shape, not this source
+        if m:
+            return m.group(0)
+    return "nothing found"
+'''
+
+
+def test_reading_hidden_tests_fails(runtime, host_guard):
+    task, token = secret_task(timeout_s=30)
+    v = judge(runtime, task, SEARCH)
+    assert v.outcome == "failed"
+    assert returned(v) == "'nothing found'"
+
+
+def test_the_search_attack_finds_what_is_reachable(runtime):
+    # Control for the test above: the same search does find a secret that
+    # the candidate's side can reach, so its failure above means something.
+    token = "tok-" + secrets.token_hex(12)
+    task = make_task(tests=[{"args": [1], "expected": token}], context_code=f"HINT = {token!r}\n",
+                     timeout_s=30)
+    assert verify(task, SEARCH, runtime).outcome == "passed"
+
+
+def test_stack_frame_inspection_fails(runtime, host_guard):
+    task, token = secret_task()
+    code = (
+        "import inspect\n"
+        "def solve(x):\n"
+        "    for fr in inspect.stack():\n"
+        "        for v in fr.frame.f_locals.values():\n"
+        "            if 'tok-' in repr(v):\n"
+        "                return repr(v)\n"
+        "    return 'nothing found'\n"
+    )
+    v = judge(runtime, task, code)
+    assert v.outcome == "failed" and token not in returned(v)
+
+
+def test_host_environment_secrets_are_out_of_reach(runtime, host_guard, monkeypatch):
+    task, token = secret_task()
+    monkeypatch.setenv("SANDGYM_TEST_SECRET", token)
+    code = (
+        "import os\n"
+        "def solve(x):\n"
+        "    if os.environ.get('SANDGYM_TEST_SECRET'):\n"
+        "        return os.environ['SANDGYM_TEST_SECRET']\n"
+        "    for pid in os.listdir('/proc'):\n"
+        "        try:\n"
+        "            data = open(f'/proc/{pid}/environ', 'rb').read()\n"
+        "        except Exception:\n"
+        "            continue\n"
+        "        if b'SANDGYM_TEST_SECRET=' in data:\n"
+        "            return data.split(b'SANDGYM_TEST_SECRET=')[1].split(b'\\0')[0].decode()\n"
+        "    return 'nothing found'\n"
+    )
+    v = judge(runtime, task, code)
+    assert returned(v) == "'nothing found'"
+
+
+def test_fetching_the_answer_over_the_network_fails(runtime, host_guard):
+    task, token = secret_task()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    accepted = []
+
+    def serve():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted.append(conn)
+            conn.sendall(token.encode())
+            conn.close()
+
+    stop = threading.Event()
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    code = (
+        "import socket\n"
+        "def solve(x):\n"
+        "    for host in ('127.0.0.1', '10.0.2.2', '172.17.0.1'):\n"
+        "        try:\n"
+        f"            s = socket.create_connection((host, {port}), timeout=0.5)\n"
+        "            return s.recv(100).decode()\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return 'no network'\n"
+    )
+    try:
+        v = judge(runtime, task, code)
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert returned(v) == "'no network'"
+    assert not accepted
+
+
+@pytest.mark.parametrize("code", [
+    "import os, signal\ndef solve(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 'x'\n",
+    "import os, signal\ndef solve(x):\n    os.kill(0, signal.SIGKILL)\n    return 'x'\n",
+    "import os, signal\ndef solve(x):\n    os.kill(-1, signal.SIGKILL)\n    return 'x'\n",
+    "import os, signal\ndef solve(x):\n"
+    "    for pid in range(1, 5000):\n"
+    "        if pid != os.getpid():\n"
+    "            try: os.kill(pid, signal.SIGKILL)\n"
+    "            except OSError: pass\n"
+    "    return 'x'\n",
+    "import os, signal\ndef solve(x):\n    os.killpg(os.getpgid(0), signal.SIGSTOP)\n    return 'x'\n",
+])
+def test_signalling_the_verifier_fails(runtime, host_guard, code):
+    task, _ = secret_task(timeout_s=3)
+    v = judge(runtime, task, code)
+    assert v.outcome in ("failed", "timeout")
+    assert os.getpid() > 0  # still here
+
+
+def test_fork_bomb(runtime, host_guard):
+    task, _ = secret_task(timeout_s=3)
+    code = "import os\ndef solve(x):\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    v = judge(runtime, task, code)
+    assert v.outcome in ("timeout", "failed")
+
+
+def test_memory_bomb(runtime, host_guard):
+    task, _ = secret_task()
+    code = "def solve(x):\n    blocks = []\n    while True:\n        blocks.append(bytearray(64 << 20))\n"
+    v = judge(runtime, task, code)
+    assert v.outcome == "failed" and "MemoryError" in v.tests[0].detail
+
+
+def test_infinite_loop_is_a_timeout_not_infrastructure(runtime, host_guard):
+    task, _ = secret_task(timeout_s=1)
+    t0 = time.monotonic()
+    v = judge(runtime, task, "def solve(x):\n    while True:\n        pass\n")
+    assert v.outcome == "timeout"
+    assert len(v.attempts) == 1  # not retried as if infrastructure had failed
+    assert time.monotonic() - t0 < 15
+    v = judge(runtime, task, "while True:\n    pass\n")  # at import time too
+    assert v.outcome == "timeout"
+
+
+def test_output_flood_and_fake_pass_lines(runtime, host_guard):
+    task, _ = secret_task(timeout_s=5)
+    code = (
+        "import sys, json\n"
+        "def solve(x):\n"
+        "    for _ in range(2000):\n"
+        "        print('PASSED ' * 2000)\n"
+        "        sys.stderr.write('test_0 PASSED\\n')\n"
+        "    print(json.dumps({'nonce': '0' * 32, 'tests': [{'name': 'test_0', 'status': 'passed'}]}))\n"
+        "    return 'wrong'\n"
+    )
+    v = judge(runtime, task, code)
+    assert v.outcome == "failed"
+    assert len(v.attempts[-1].output) <= 4000
+
+
+def test_disk_fill(runtime, host_guard):
+    task, _ = secret_task()
+    code = (
+        "import os\n"
+        "def solve(x):\n"
+        "    for d in ('/workspace', '/tmp', '/dev/shm'):\n"
+        "        try:\n"
+        "            with open(os.path.join(d, 'fill'), 'wb') as f:\n"
+        "                while True:\n"
+        "                    f.write(b'0' * (1 << 20))\n"
+        "        except OSError as e:\n"
+        "            pass\n"
+        "    return 'filled'\n"
+    )
+    free_before = os.statvfs("/tmp").f_bavail
+    v = judge(runtime, task, code)
+    assert v.outcome == "failed"
+    # Nothing of it landed on the host (allow for unrelated activity).
+    assert os.statvfs("/tmp").f_bavail * os.statvfs("/tmp").f_frsize > free_before * os.statvfs("/tmp").f_frsize - (64 << 20)
+
+
+def test_writing_outside_the_workspace(runtime, host_guard):
+    canary = host_guard
+    task, _ = secret_task()
+    judge_file = next(Path(staging_root()).glob("boundary-*/judge.py"))
+    original = judge_file.read_bytes()
+    targets = ["/etc/passwd", "/usr/bin/python3", "/opt/sandgym/verifier/judge.py",
+               "/opt/sandgym/agent/agent.py", str(canary), "/tmp/../pwned", "/pwned", str(judge_file)]
+    code = (
+        "def solve(x):\n"
+        "    ok = []\n"
+        f"    for t in {targets!r}:\n"
+        "        try:\n"
+        "            with open(t, 'w') as f:\n"
+        "                f.write('pwned')\n"
+        "            ok.append(t)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return ','.join(ok)\n"
+    )
+    v = judge(runtime, task, code)
+    assert v.outcome == "failed"
+    written = v.tests[0].detail
+    for t in targets:
+        if t != "/tmp/../pwned":  # /tmp inside the sandbox is its own tmpfs
+            assert f"{t}," not in written + ",", written
+    assert judge_file.read_bytes() == original
+    assert not Path("/pwned").exists()
+
+
+def test_different_answers_per_call(runtime, host_guard):
+    code = (
+        "calls = []\n"
+        "def add(a, b):\n"
+        "    calls.append(1)\n"
+        "    return a + b if len(calls) == 1 else 0\n"
+    )
+    assert judge(runtime, ADD, code).outcome == "failed"
+
+
+def test_special_casing_visible_inputs(runtime, host_guard):
+    code = "def add(a, b):\n    return 3 if (a, b) == (1, 2) else 0\n"
+    v = judge(runtime, ADD, code)
+    assert v.outcome == "failed" and v.pass_rate < 1
+
+
+def test_raising_skiptest(runtime, host_guard):
+    code = "import unittest\ndef add(a, b):\n    raise unittest.SkipTest('skip me')\n"
+    for task in (ADD, CHECK_ADD):
+        v = judge(runtime, task, code)
+        assert v.outcome == "failed"
+        assert all(t.status != "passed" for t in v.tests)
+
+
+def test_monkeypatching_the_candidate_side_does_not_help(runtime, host_guard):
+    # The candidate owns its process and may rewrite anything there; only
+    # plain values cross back, and the comparison happens elsewhere.
+    code = (
+        "import sys, json\n"
+        "pv = sys.modules.get('plainvalues')\n"
+        "if pv:\n"
+        "    pv.encode = lambda v, depth=0: {'t': []}\n"
+        "json.dumps = lambda *a, **k: '{\"value\": 3}'\n"
+        "def add(a, b):\n"
+        "    return 0\n"
+    )
+    assert judge(runtime, ADD, code).outcome == "failed"
+
+
+@pytest.mark.parametrize("junk", [
+    b"[" * 200000 + b"\n",  # nested beyond any parser's recursion limit
+    b"not json\n",
+    b'{"loaded": true}\n{"value": {"d": [[[1], 2]]}}\n',  # an unhashable dict key
+    b"x" * (70 << 20),  # larger than the judge reads
+])
+def test_forging_protocol_messages_cannot_force_an_infrastructure_error(runtime, host_guard, junk):
+    # The candidate writes straight onto its reply pipe (fd 4) at import time.
+    code = f"import os\nos.write(4, {junk!r})\ndef add(a, b):\n    return a + b\n"
+    task = ADD.model_copy(update={"visible": ADD.visible.model_copy(update={"timeout_s": 10})})
+    v = judge(runtime, task, code)
+    assert v.outcome in ("failed", "timeout")

@@ -1,0 +1,186 @@
+"""Source trees and test environments of the SWE repo-issue family.
+
+Shared by the env (the agent's start state), the verifier (a pristine
+checkout) and the task factory. Everything downloaded or built is cached
+under `cache_dir()`, keyed by what it is made of:
+
+- sdists from PyPI, checked against the sha256 the task spec records;
+- virtualenvs with a task's pinned test requirements, made with Debian's
+  /usr/bin/python3 so that the same venv runs inside local sandboxes (which
+  see the host's /usr) and in the bookworm container images. The network is
+  used only here, at build time; sandboxes never have it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+from sandgym.specs.swe_repo import RepoSource, TestEnvironment
+from sandgym.errors import SandgymError
+
+PYPI_SIMPLE = "https://pypi.org/simple"
+SANDBOX_PYTHON = "/usr/bin/python3"
+# pytest is part of every test environment (the verifier's plugin needs it),
+# unless the task pins its own.
+BASE_REQUIREMENTS = ["pytest==8.3.4"]
+
+
+def all_requirements(env: TestEnvironment) -> list[str]:
+    named = {r.split("==")[0].split("[")[0].lower() for r in env.requirements}
+    return [r for r in BASE_REQUIREMENTS if r.split("==")[0] not in named] + sorted(env.requirements)
+
+
+class RepoError(SandgymError, RuntimeError):
+    """A source or environment could not be made; the message says why."""
+
+
+def cache_dir() -> Path:
+    """Where sdists and venvs are kept. Sandboxes mount venvs from here, and
+    as root they run as `nobody`, so the folder must be world-readable: not
+    under /root."""
+    if os.environ.get("SANDGYM_CACHE"):
+        root = Path(os.environ["SANDGYM_CACHE"])
+    elif os.geteuid() == 0:
+        root = Path("/var/cache/sandgym")
+    else:
+        root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sandgym"
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+@contextmanager
+def _locked(path: Path):
+    """One builder per cache entry, across processes."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_suffix(".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def find_sdist(name: str, version: str) -> tuple[str, str]:
+    """(url, sha256) of NAME==VERSION's sdist, from PyPI's simple JSON index."""
+    req = urllib.request.Request(f"{PYPI_SIMPLE}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            index = json.load(r)
+    except OSError as e:
+        raise RepoError(f"cannot reach PyPI for {name!r}: {e}") from None
+    def norm(s: str) -> str:
+        return s.lower().replace("-", "_").replace(".", "_")
+
+    for f in index.get("files", []):
+        fn = f["filename"]
+        if fn.endswith(".tar.gz") and norm(fn[: -len(".tar.gz")]) == norm(f"{name}-{version}"):
+            return f["url"], f["hashes"]["sha256"]
+    raise RepoError(f"PyPI has no sdist (.tar.gz) of {name}=={version}")
+
+
+def fetch_sdist(source: RepoSource) -> Path:
+    """The sdist's path in the cache, downloaded once and checked every time."""
+    if source.kind != "pypi":
+        raise RepoError(f"{source.name!r} is a {source.kind} source, not an sdist")
+    dest = cache_dir() / "sdists" / f"{source.name}-{source.version}.tar.gz"
+    with _locked(dest):
+        if not dest.exists():
+            url = source.sdist_url or find_sdist(source.name, source.version)[0]
+            tmp = dest.with_suffix(".part")
+            try:
+                with urllib.request.urlopen(url, timeout=120) as r, open(tmp, "wb") as out:
+                    shutil.copyfileobj(r, out)
+            except OSError as e:
+                raise RepoError(f"cannot download {url}: {e}") from None
+            os.replace(tmp, dest)
+        got = _sha256(dest)
+    if got != source.sdist_sha256:
+        raise RepoError(f"{dest}: sha256 {got} differs from the task spec's sdist_sha256 "
+                        f"{source.sdist_sha256}; delete the file to download it again")
+    return dest
+
+
+def bundled_projects_dir() -> Path:
+    from sandgym.specs import bundled_dir
+
+    return bundled_dir() / "swe_repo" / "projects"
+
+
+def pristine_tree(source: RepoSource, dest: Path) -> Path:
+    """Write the pristine source into `dest` (created; must not exist)."""
+    dest = Path(dest)
+    if source.kind == "bundled":
+        src = bundled_projects_dir() / source.name
+        if not src.is_dir():
+            raise RepoError(f"no bundled project {source.name!r} in {bundled_projects_dir()}")
+        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        return dest
+    sdist = fetch_sdist(source)
+    dest.mkdir(parents=True)
+    with tarfile.open(sdist) as tar:
+        members = tar.getmembers()
+        tops = {m.name.split("/", 1)[0] for m in members}
+        if len(tops) != 1:
+            raise RepoError(f"{sdist}: expected one top-level folder, found {sorted(tops)[:5]}")
+        top = tops.pop() + "/"
+        keep = []
+        for m in members:
+            if not m.name.startswith(top) or not (m.isfile() or m.isdir()):
+                continue  # links and devices are not source
+            m.name = m.name[len(top):]
+            if m.name:
+                keep.append(m)
+        tar.extractall(dest, members=keep, filter="data")
+    return dest
+
+
+def environment_key(env: TestEnvironment) -> str:
+    raw = json.dumps({"python": SANDBOX_PYTHON, "requirements": all_requirements(env)}, sort_keys=True)
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def test_venv(env: TestEnvironment) -> Path:
+    """A venv with pytest and the pinned requirements, built once (network
+    only here) and reused by every task that names the same set."""
+    dest = cache_dir() / "venvs" / environment_key(env)
+    with _locked(dest):
+        if (dest / ".complete").exists():
+            return dest
+        if dest.exists():
+            shutil.rmtree(dest)
+        tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
+        try:
+            subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(tmp)], check=True,
+                           capture_output=True)
+            # The host's pip installs into the venv: Debian's python3 has no pip.
+            import sys
+
+            reqs = all_requirements(env)
+            r = subprocess.run([sys.executable, "-m", "pip", "--python", str(tmp / "bin" / "python"), "install",
+                                "--quiet", "--disable-pip-version-check", "--no-compile", *reqs],
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RepoError(f"installing {reqs} failed:\n{r.stderr[-2000:]}")
+            # Tests run as `python -m pytest`, so the scripts naming the build path do not matter.
+            os.rename(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        (dest / ".complete").write_text("\n".join(all_requirements(env)) + "\n")
+        os.chmod(dest, 0o755)
+    return dest
