@@ -66,16 +66,23 @@ def run(workers: int, episodes: int) -> dict:
     outcomes: list[str] = []
     per = episodes // workers
     # Launch time is not episode time: count it apart.
-    threads = [threading.Thread(target=worker, args=(per, w * per, resets, steps, memory, outcomes))
-               for w in range(workers)]
+    threads = [
+        threading.Thread(target=worker, args=(per, w * per, resets, steps, memory, outcomes)) for w in range(workers)
+    ]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     wall = time.perf_counter() - t0
-    return {"resets": resets, "steps": steps, "memory": memory, "outcomes": outcomes, "wall": wall,
-            "episodes": per * workers}
+    return {
+        "resets": resets,
+        "steps": steps,
+        "memory": memory,
+        "outcomes": outcomes,
+        "wall": wall,
+        "episodes": per * workers,
+    }
 
 
 def main() -> None:
@@ -85,8 +92,10 @@ def main() -> None:
     for workers in (1, 2):
         r = run(workers, args.episodes)
         ms = lambda v: f"{v * 1000:.0f} ms"  # noqa: E731
-        print(f"workers={workers}: {r['episodes']} oracle episodes, outcomes "
-              f"{ {o: r['outcomes'].count(o) for o in set(r['outcomes'])} }")
+        print(
+            f"workers={workers}: {r['episodes']} oracle episodes, outcomes "
+            f"{ {o: r['outcomes'].count(o) for o in set(r['outcomes'])} }"
+        )
         print(f"  reset  P50 {ms(pct(r['resets'], 50))}  P95 {ms(pct(r['resets'], 95))}")
         print(f"  step   P50 {ms(pct(r['steps'], 50))}  P95 {ms(pct(r['steps'], 95))}")
         # wall includes each worker's browser launch

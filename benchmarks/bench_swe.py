@@ -47,8 +47,10 @@ def main() -> None:
             warm = SWERepoEnv(tasks=ts, runtime=runtime)  # warm_pool=1, the default
             cold = SWERepoEnv(tasks=ts, runtime=runtime, warm_pool=0)  # a new sandbox per reset
             print(f"\n{ts.meta.name} ({args.runtime}): {len(tasks)} task(s)")
-            print(f"{'task':42} {'reset warm P50':>15} {'P95':>7} {'cold P50':>9} {'P95':>7} "
-                  f"{'verify P50':>11} {'P95':>7}  status")
+            print(
+                f"{'task':42} {'reset warm P50':>15} {'P95':>7} {'cold P50':>9} {'P95':>7} "
+                f"{'verify P50':>11} {'P95':>7}  status"
+            )
             for task in tasks:
                 timed = {}
                 for name, env in (("warm", warm), ("cold", cold)):
@@ -66,9 +68,11 @@ def main() -> None:
                     status = verify(task, task.hidden.patch, runtime).status
                     verifies.append(time.perf_counter() - t0)
                 w, c = timed["warm"], timed["cold"]
-                print(f"{task.id[:42]:42} {pct(w, 50) * 1000:13.0f}ms {pct(w, 95) * 1000:5.0f}ms "
-                      f"{pct(c, 50) * 1000:7.0f}ms {pct(c, 95) * 1000:5.0f}ms "
-                      f"{pct(verifies, 50):10.2f}s {pct(verifies, 95):6.2f}s  {status}")
+                print(
+                    f"{task.id[:42]:42} {pct(w, 50) * 1000:13.0f}ms {pct(w, 95) * 1000:5.0f}ms "
+                    f"{pct(c, 50) * 1000:7.0f}ms {pct(c, 95) * 1000:5.0f}ms "
+                    f"{pct(verifies, 50):10.2f}s {pct(verifies, 95):6.2f}s  {status}"
+                )
             print(f"(last task: cold/warm reset mean {statistics.mean(c) / statistics.mean(w):.1f}x)")
             warm.close()
             cold.close()

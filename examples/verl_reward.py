@@ -32,8 +32,13 @@ if __name__ == "__main__":
     batch = []  # (row, what the response is, response) as verl's reward manager sees them after decoding
     for tid in ("basic/second-largest", "basic/roman-to-int"):
         batch.append((rows[tid], "reference", f"```python\n{tasks.get(tid).hidden.reference_solution}```"))
-    batch.append((rows["basic/second-largest"], "wrong",
-                  "```python\ndef second_largest(nums):\n    return sorted(nums)[-2]\n```"))
+    batch.append(
+        (
+            rows["basic/second-largest"],
+            "wrong",
+            "```python\ndef second_largest(nums):\n    return sorted(nums)[-2]\n```",
+        )
+    )
 
     for row, kind, response in batch:
         score = compute_score(  # exactly how verl's naive reward manager calls it

@@ -39,6 +39,13 @@ def get_runtime(name: str) -> Runtime:
 
 
 __all__ = [
-    "ExecResult", "Mount", "Runtime", "RuntimeUnavailable", "Sandbox", "SandboxError",
-    "SandboxSpec", "get_runtime", "RUNTIME_NAMES",
+    "ExecResult",
+    "Mount",
+    "Runtime",
+    "RuntimeUnavailable",
+    "Sandbox",
+    "SandboxError",
+    "SandboxSpec",
+    "get_runtime",
+    "RUNTIME_NAMES",
 ]

@@ -7,7 +7,7 @@ import select
 import socket
 import threading
 import time
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .agent.agent import FRAME, MAX_HEADER, encode_frame
 from .base import ExecResult, Sandbox, SandboxError, SandboxInfo, SandboxSpec
@@ -27,11 +27,22 @@ def agent_config(spec: SandboxSpec) -> dict:
         "role": "sandbox",
         "workdir": spec.workdir,
         "lifetime_s": spec.wall_timeout_s,
-        "env": {"PATH": SANDBOX_PATH, "HOME": spec.workdir, "LANG": "C.UTF-8", "TMPDIR": "/tmp",
-                "USER": "sandbox", "PYTHONDONTWRITEBYTECODE": "1", **dict(spec.env)},
-        "limits": {"memory_bytes": spec.memory_mb * mb, "pids": spec.pids,
-                   "file_size_bytes": spec.file_size_mb * mb, "open_files": spec.open_files,
-                   "cpu_seconds": spec.cpu_seconds},
+        "env": {
+            "PATH": SANDBOX_PATH,
+            "HOME": spec.workdir,
+            "LANG": "C.UTF-8",
+            "TMPDIR": "/tmp",
+            "USER": "sandbox",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **dict(spec.env),
+        },
+        "limits": {
+            "memory_bytes": spec.memory_mb * mb,
+            "pids": spec.pids,
+            "file_size_bytes": spec.file_size_mb * mb,
+            "open_files": spec.open_files,
+            "cpu_seconds": spec.cpu_seconds,
+        },
     }
 
 
@@ -75,12 +86,12 @@ class AgentChannel:
                 stream, size = self._raw[0], int.from_bytes(self._raw[4:8], "big")
                 if len(self._raw) < 8 + size:
                     break
-                payload = bytes(self._raw[8:8 + size])
-                del self._raw[:8 + size]
+                payload = bytes(self._raw[8 : 8 + size])
+                del self._raw[: 8 + size]
                 if stream == 1:
                     self._out += payload
                 else:
-                    self.stderr_tail = (self.stderr_tail + payload)[-(64 << 10):]
+                    self.stderr_tail = (self.stderr_tail + payload)[-(64 << 10) :]
         chunk = bytes(self._out[:n])
         del self._out[:n]
         return chunk
@@ -135,9 +146,16 @@ def exec_request(
     argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     if not argv:
         raise ValueError("cmd is empty: pass a program and its arguments, or a shell string")
-    header = {"op": "exec", "argv": argv, "timeout": timeout, "env": dict(env or {}),
-              "cwd": cwd, "max_output": max_output, "stdin_len": len(stdin or b""),
-              "python_fork": python_fork}
+    header = {
+        "op": "exec",
+        "argv": argv,
+        "timeout": timeout,
+        "env": dict(env or {}),
+        "cwd": cwd,
+        "max_output": max_output,
+        "stdin_len": len(stdin or b""),
+        "python_fork": python_fork,
+    }
     wait = (timeout if timeout is not None else 24 * 3600) + REPLY_GRACE_S
     reply, body = channel.request(header, stdin or b"", timeout=wait)
     n_out = reply["stdout_len"]
@@ -159,8 +177,14 @@ class AgentSandbox(Sandbox):
     asked. `diagnose()` gives what the backend knows when the agent is gone.
     """
 
-    def __init__(self, channel: AgentChannel, spec: SandboxSpec, info: SandboxInfo,
-                 closer: Callable[[bool], None], diagnose: Callable[[], str]):
+    def __init__(
+        self,
+        channel: AgentChannel,
+        spec: SandboxSpec,
+        info: SandboxInfo,
+        closer: Callable[[bool], None],
+        diagnose: Callable[[], str],
+    ):
         self._channel = channel
         self._spec = spec
         self.info = info
@@ -198,8 +222,9 @@ class AgentSandbox(Sandbox):
     ) -> ExecResult:
         return self._exec(cmd, timeout, stdin, env, cwd, max_output, False)
 
-    def run_python(self, script, args=(), timeout=None, stdin=None, env=None, cwd=None,
-                   max_output=1 << 20) -> ExecResult:
+    def run_python(
+        self, script, args=(), timeout=None, stdin=None, env=None, cwd=None, max_output=1 << 20
+    ) -> ExecResult:
         return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True)
 
     def put_archive(self, tar_bytes: bytes, dest: str | None = None) -> None:

@@ -11,10 +11,12 @@ import abc
 import io
 import tarfile
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Mapping, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
 from sandgym.errors import SandgymError
 
 Isolation = Literal["namespaces", "runc", "runsc", "kata"]
@@ -51,11 +53,15 @@ class SandboxSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    image: str = Field("host", description=(
-        "Root filesystem: 'host' (the backend's default: the host's read-only system dirs, or the "
-        "image of the default recipe), 'recipe:NAME' (the image sandgym builds from that recipe, "
-        "runtimes/images.py; local sandboxes use the host's dirs, which hold what every recipe "
-        "holds), or an image tag."))
+    image: str = Field(
+        "host",
+        description=(
+            "Root filesystem: 'host' (the backend's default: the host's read-only system dirs, or the "
+            "image of the default recipe), 'recipe:NAME' (the image sandgym builds from that recipe, "
+            "runtimes/images.py; local sandboxes use the host's dirs, which hold what every recipe "
+            "holds), or an image tag."
+        ),
+    )
     isolation: Isolation | None = Field(None, description="None: the backend's default.")
     cpu_seconds: int = Field(60, gt=0, description="RLIMIT_CPU of each command.")
     cpus: float = Field(1.0, gt=0, description="CPU share (backends with cgroups).")
@@ -154,7 +160,7 @@ class Sandbox(abc.ABC):
     def get_files(self, paths: Sequence[str]) -> dict[str, bytes]:
         return read_tar(self.get_archive(paths))
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -174,7 +180,7 @@ class Runtime(abc.ABC):
     def close(self) -> None:
         """Release what the runtime holds (pools, temp dirs)."""
 
-    def __deepcopy__(self, memo: dict) -> "Runtime":
+    def __deepcopy__(self, memo: dict) -> Runtime:
         # A runtime is a shared handle: gymnasium.make deep-copies env
         # kwargs into env.spec, and every copy must mean this same runtime.
         return self

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import shlex
 import shutil
-import select
 import signal
 import tempfile
 import threading
@@ -205,7 +205,9 @@ class BrowserSandbox:
         if not self.bwrap:
             raise RuntimeUnavailable("the browser sandbox needs bubblewrap: run `apt-get install bubblewrap`")
         if not os.access(CHROMIUM, os.X_OK):
-            raise RuntimeUnavailable(f"the browser sandbox needs Chromium at {CHROMIUM}: run `apt-get install chromium`")
+            raise RuntimeUnavailable(
+                f"the browser sandbox needs Chromium at {CHROMIUM}: run `apt-get install chromium`"
+            )
         if os.geteuid() == 0 and not shutil.which("setpriv"):
             raise RuntimeUnavailable("the browser sandbox as root needs setpriv: run `apt-get install util-linux`")
         self.app = app
@@ -226,25 +228,69 @@ class BrowserSandbox:
     # -- wrapper ---------------------------------------------------------------
 
     def _bwrap_argv(self) -> list[str]:
-        etc = _stage("browser-etc", {
-            "passwd": b"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n",
-            "group": b"root:x:0:\nsandbox:x:1000:\n",
-            "hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
-            "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
-        })
+        etc = _stage(
+            "browser-etc",
+            {
+                "passwd": b"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n",
+                "group": b"root:x:0:\nsandbox:x:1000:\n",
+                "hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
+                "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
+            },
+        )
         a = host_root_args(self.bwrap, self.drop_to, (*ETC_ALLOWED, *ETC_BROWSER), etc)
-        a += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm", "--tmpfs", "/tmp", "--tmpfs", HOME,
-              "--ro-bind", str(stage_dir(Path(__file__).parent / "browser_sandbox")), LAUNCHER_DIR,
-              "--ro-bind", str(self.app.source_dir), APP_DIR,
-              "--ro-bind", str(staged_site_packages()), str(Path(SITE_ZIP).parent),
-              "--bind", str(self.state_dir), STATE_IN_SANDBOX,
-              *[x for src, dst in self.app.mounts for x in ("--ro-bind", src, dst)],
-              "--remount-ro", "/", "--chdir", HOME, "--clearenv",
-              "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", HOME, "--setenv", "LANG", "C.UTF-8",
-              "--setenv", "TMPDIR", "/tmp", "--setenv", MARKER_ENV, self.id]
-        cfg = {"port": self.app.port, "app": self.app.app, "python_path": [SITE_ZIP, APP_DIR],
-               "state_dir": STATE_IN_SANDBOX, "hide": [STATE_IN_SANDBOX],
-               "app_env": {"SANDGYM_APP_STATE": STATE_IN_SANDBOX, **self.app.env}}
+        a += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/dev/shm",
+            "--tmpfs",
+            "/tmp",
+            "--tmpfs",
+            HOME,
+            "--ro-bind",
+            str(stage_dir(Path(__file__).parent / "browser_sandbox")),
+            LAUNCHER_DIR,
+            "--ro-bind",
+            str(self.app.source_dir),
+            APP_DIR,
+            "--ro-bind",
+            str(staged_site_packages()),
+            str(Path(SITE_ZIP).parent),
+            "--bind",
+            str(self.state_dir),
+            STATE_IN_SANDBOX,
+            *[x for src, dst in self.app.mounts for x in ("--ro-bind", src, dst)],
+            "--remount-ro",
+            "/",
+            "--chdir",
+            HOME,
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            "/usr/bin:/bin",
+            "--setenv",
+            "HOME",
+            HOME,
+            "--setenv",
+            "LANG",
+            "C.UTF-8",
+            "--setenv",
+            "TMPDIR",
+            "/tmp",
+            "--setenv",
+            MARKER_ENV,
+            self.id,
+        ]
+        cfg = {
+            "port": self.app.port,
+            "app": self.app.app,
+            "python_path": [SITE_ZIP, APP_DIR],
+            "state_dir": STATE_IN_SANDBOX,
+            "hide": [STATE_IN_SANDBOX],
+            "app_env": {"SANDGYM_APP_STATE": STATE_IN_SANDBOX, **self.app.env},
+        }
         a += ["--", SANDBOX_PYTHON, "-I", "-S", f"{LAUNCHER_DIR}/launcher.py", json.dumps(cfg)]
         return a
 
@@ -263,12 +309,19 @@ class BrowserSandbox:
         try:
             self._playwright = _acquire_playwright()
             self.browser = self._playwright.chromium.launch(
-                executable_path=str(self._wrapper), headless=self.headless,
+                executable_path=str(self._wrapper),
+                headless=self.headless,
                 # Inside the sandbox Chromium is an unprivileged user, so its own sandbox works too.
-                chromium_sandbox=True, timeout=LAUNCH_TIMEOUT_MS,
-                args=["--disable-gpu", "--disable-background-networking",
-                      "--disable-component-update", "--disable-sync", "--no-default-browser-check",
-                      "--disable-features=Translate,MediaRouter,OptimizationHints"],
+                chromium_sandbox=True,
+                timeout=LAUNCH_TIMEOUT_MS,
+                args=[
+                    "--disable-gpu",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    "--no-default-browser-check",
+                    "--disable-features=Translate,MediaRouter,OptimizationHints",
+                ],
             )
         except PlaywrightError as e:
             self.close()
@@ -360,7 +413,7 @@ class BrowserSandbox:
                 os.close(fd)
             shutil.rmtree(self._tmp, ignore_errors=True)
 
-    def __enter__(self) -> "BrowserSandbox":
+    def __enter__(self) -> BrowserSandbox:
         return self
 
     def __exit__(self, *exc: object) -> None:

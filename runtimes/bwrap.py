@@ -10,16 +10,23 @@ read-only. One place, so a hardening change reaches both.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 # Host /etc entries that carry no secrets and that programs need.
-ETC_ALLOWED = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives",
-               "python3", "python3.11", "mime.types")
+ETC_ALLOWED = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "alternatives",
+    "python3",
+    "python3.11",
+    "mime.types",
+)
 
 
-def host_root_args(bwrap: str, drop_to: tuple[int, int] | None, etc_names: Iterable[str],
-                   etc_dir: Path) -> list[str]:
+def host_root_args(bwrap: str, drop_to: tuple[int, int] | None, etc_names: Iterable[str], etc_dir: Path) -> list[str]:
     """`setpriv` (when dropping root) and bwrap with the namespaces and the
     read-only host view; `etc_names` are bound from the host's /etc where
     they exist, and every file of `etc_dir` (the sandbox's own passwd,
@@ -28,9 +35,26 @@ def host_root_args(bwrap: str, drop_to: tuple[int, int] | None, etc_names: Itera
     if drop_to:
         uid, gid = drop_to
         a += ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--"]
-    a += [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-          "--unshare-cgroup-try", "--unshare-net", "--uid", "1000", "--gid", "1000",
-          "--hostname", "sandbox", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr"]
+    a += [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--unshare-net",
+        "--uid",
+        "1000",
+        "--gid",
+        "1000",
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         host = Path("/") / top
         if host.is_symlink():

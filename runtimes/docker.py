@@ -57,9 +57,12 @@ class DockerRuntime(Runtime):
         registered = set(self.client.info().get("Runtimes", {}))
         names = [n for n in OCI_NAMES[oci] if n in registered]
         if not names:
-            hint = ('register it in /etc/docker/daemon.json, e.g. {"runtimes": {"runsc": {"path": '
-                    '"/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}, and restart dockerd'
-                    if oci == "runsc" else "install and register a Kata runtime with the Docker Engine")
+            hint = (
+                'register it in /etc/docker/daemon.json, e.g. {"runtimes": {"runsc": {"path": '
+                '"/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}, and restart dockerd'
+                if oci == "runsc"
+                else "install and register a Kata runtime with the Docker Engine"
+            )
             raise RuntimeUnavailable(
                 f"runtime 'docker:{oci}': the Docker Engine has no {oci} runtime "
                 f"(registered: {', '.join(sorted(registered))}); {hint}"
@@ -112,36 +115,51 @@ class DockerRuntime(Runtime):
             if not os.path.exists(m.source):
                 raise SandboxError(f"mount source does not exist: {m.source}")
             volumes[m.source] = {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
-        labels = {OWNER_LABEL: owner_label(), RUN_LABEL: RUN_ID,
-                  EXPIRES_LABEL: str(int(time.time() + spec.wall_timeout_s + 60)),
-                  **{f"sandgym.label.{k}": v for k, v in spec.labels.items()}}
+        labels = {
+            OWNER_LABEL: owner_label(),
+            RUN_LABEL: RUN_ID,
+            EXPIRES_LABEL: str(int(time.time() + spec.wall_timeout_s + 60)),
+            **{f"sandgym.label.{k}": v for k, v in spec.labels.items()},
+        }
         start = time.perf_counter()
         try:
             api = self.client.api
             host_config = api.create_host_config(
-                binds={src: v for src, v in volumes.items()}, network_mode="none", read_only=True,
-                tmpfs={spec.workdir: f"size={mb}m,uid=1000,gid=1000,mode=0755",
-                       "/tmp": f"size={mb}m,mode=1777"},
+                binds={src: v for src, v in volumes.items()},
+                network_mode="none",
+                read_only=True,
+                tmpfs={spec.workdir: f"size={mb}m,uid=1000,gid=1000,mode=0755", "/tmp": f"size={mb}m,mode=1777"},
                 # No docker-init: the agent is PID 1, which processes inside
                 # cannot kill; it reaps what it starts.
-                cap_drop=["ALL"], security_opt=["no-new-privileges"], init=False,
-                pids_limit=self._host_pids(spec), mem_limit=f"{spec.memory_mb + 64}m",
-                nano_cpus=int(spec.cpus * 1e9), runtime=self.oci,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                init=False,
+                pids_limit=self._host_pids(spec),
+                mem_limit=f"{spec.memory_mb + 64}m",
+                nano_cpus=int(spec.cpus * 1e9),
+                runtime=self.oci,
             )
             # The low-level call with detach=False sets StdinOnce: the agent's
             # stdin closes when the attach stream ends (death with the host).
             created = api.create_container(
-                image, name=sid,
+                image,
+                name=sid,
                 command=["python3", "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(agent_config(spec))],
-                stdin_open=True, detach=False, tty=False, user="1000:1000", working_dir=spec.workdir,
-                labels=labels, host_config=host_config,
+                stdin_open=True,
+                detach=False,
+                tty=False,
+                user="1000:1000",
+                working_dir=spec.workdir,
+                labels=labels,
+                host_config=host_config,
             )
             container = self.client.containers.get(created["Id"])
         except Exception as e:
             raise SandboxError(f"could not create sandbox {sid}: {e}") from e
         try:
             attach = self.client.api.attach_socket(
-                container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+                container.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
             sock = attach._sock  # the hijacked HTTP connection: raw bytes both ways
             sock.setblocking(True)
             container.start()
@@ -157,8 +175,14 @@ class DockerRuntime(Runtime):
             except Exception:
                 pass
             raise SandboxError(f"could not start sandbox {sid}: {e} {logs}".strip()) from e
-        info = SandboxInfo(backend="docker", isolation=self.isolation, id=sid,
-                           create_s=time.perf_counter() - start, labels=dict(spec.labels))
+        info = SandboxInfo(
+            backend="docker",
+            isolation=self.isolation,
+            id=sid,
+            create_s=time.perf_counter() - start,
+            labels=dict(spec.labels),
+        )
+
         def closer(clean: bool) -> None:
             sock.close()
             try:
@@ -166,8 +190,9 @@ class DockerRuntime(Runtime):
             except Exception:  # already gone; gc catches anything left
                 pass
 
-        sandbox = AgentSandbox(channel, spec, info, closer,
-                               lambda: channel.stderr_tail.decode("utf-8", "replace")[-800:])
+        sandbox = AgentSandbox(
+            channel, spec, info, closer, lambda: channel.stderr_tail.decode("utf-8", "replace")[-800:]
+        )
         self._open.add(sandbox)
         return sandbox
 

@@ -14,8 +14,8 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .base import RuntimeUnavailable
 
@@ -35,8 +35,10 @@ class ImageRecipe:
 
     @property
     def digest(self) -> str:
-        canon = json.dumps({"recipe": RECIPE_VERSION, "suite": self.suite, "variant": self.variant,
-                            "packages": sorted(self.packages)}, sort_keys=True)
+        canon = json.dumps(
+            {"recipe": RECIPE_VERSION, "suite": self.suite, "variant": self.variant, "packages": sorted(self.packages)},
+            sort_keys=True,
+        )
         return hashlib.sha256(canon.encode()).hexdigest()[:16]
 
     @property
@@ -120,16 +122,30 @@ def build(name: str = DEFAULT_RECIPE, force: bool = False, log: Callable[[str], 
     try:
         rootfs = os.path.join(work, "rootfs")
         log(f"{recipe_.tag}: debootstrap {recipe_.suite} ({recipe_.variant}, {', '.join(recipe_.packages)})")
-        subprocess.run(["debootstrap", f"--variant={recipe_.variant}", f"--include={','.join(recipe_.packages)}",
-                       recipe_.suite, rootfs], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                "debootstrap",
+                f"--variant={recipe_.variant}",
+                f"--include={','.join(recipe_.packages)}",
+                recipe_.suite,
+                rootfs,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         tarball = os.path.join(work, "rootfs.tar")
         subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", tarball, "."], check=True)
         log(f"{recipe_.tag}: importing")
         repo, tag = recipe_.tag.split(":")
         client.api.import_image_from_file(
-            tarball, repository=repo, tag=tag,
-            changes=[f'LABEL {LABEL}="{recipe_.name}" sandgym.recipe="{recipe_.digest}"',
-                     'ENV LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin'])
+            tarball,
+            repository=repo,
+            tag=tag,
+            changes=[
+                f'LABEL {LABEL}="{recipe_.name}" sandgym.recipe="{recipe_.digest}"',
+                "ENV LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin",
+            ],
+        )
     except subprocess.CalledProcessError as e:
         raise RuntimeUnavailable(f"building {recipe_.tag} failed: {e}") from None
     finally:
@@ -143,7 +159,13 @@ def list_images() -> list[dict]:
     out = []
     for image in client.images.list(filters={"label": LABEL}):
         for tag in image.tags or ["<untagged>"]:
-            out.append({"tag": tag, "recipe": image.labels.get(LABEL, ""), "id": image.short_id,
-                        "size_mb": round(image.attrs.get("Size", 0) / 1e6, 1),
-                        "created": image.attrs.get("Created", "")})
+            out.append(
+                {
+                    "tag": tag,
+                    "recipe": image.labels.get(LABEL, ""),
+                    "id": image.short_id,
+                    "size_mb": round(image.attrs.get("Size", 0) / 1e6, 1),
+                    "created": image.attrs.get("Created", ""),
+                }
+            )
     return out

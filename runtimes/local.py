@@ -135,8 +135,7 @@ class _BwrapProcess:
         host_sock, child_sock = socket.socketpair()
         self.stderr = tempfile.TemporaryFile()
         try:
-            self.proc = _popen(argv, stdin=child_sock, stdout=child_sock, stderr=self.stderr,
-                               close_fds=True)
+            self.proc = _popen(argv, stdin=child_sock, stdout=child_sock, stderr=self.stderr, close_fds=True)
         finally:
             child_sock.close()
         self.sock = host_sock
@@ -181,8 +180,7 @@ class LocalRuntime(Runtime):
     name = "local"
     isolation = "namespaces"
 
-    def __init__(self, sandbox_uid: int | None = None, sandbox_gid: int | None = None,
-                 zygote: bool = True):
+    def __init__(self, sandbox_uid: int | None = None, sandbox_gid: int | None = None, zygote: bool = True):
         self.bwrap = shutil.which("bwrap")
         if not self.bwrap:
             raise RuntimeUnavailable(
@@ -203,13 +201,16 @@ class LocalRuntime(Runtime):
                 raise RuntimeUnavailable("runtime 'local' as root needs setpriv: run `apt-get install util-linux`")
             self.drop_to = (uid, gid)
         self.agent_dir = stage_dir(Path(__file__).parent / "agent")
-        self.etc_dir = stage_files("etc", {
-            "passwd": "root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/workspace:/bin/sh\n",
-            "group": "root:x:0:\nsandbox:x:1000:\n",
-            "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
-            "hostname": "sandbox\n",
-            "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
-        })
+        self.etc_dir = stage_files(
+            "etc",
+            {
+                "passwd": "root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/workspace:/bin/sh\n",
+                "group": "root:x:0:\nsandbox:x:1000:\n",
+                "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+                "hostname": "sandbox\n",
+                "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+            },
+        )
         self.use_zygote = zygote
         self._zygote: _BwrapProcess | None = None
         self._zygote_lock = threading.Lock()
@@ -223,19 +224,34 @@ class LocalRuntime(Runtime):
         a += ["--proc", "/proc", "--dev", "/dev"]
         if zygote:
             # Mount points only: each forked sandbox mounts its own tmpfs here.
-            a += ["--dir", "/tmp", "--dir", WORKDIR, "--dir", "/opt",
-                  "--ro-bind", str(staging_root()), STAGE_IN_ZYGOTE]
+            a += ["--dir", "/tmp", "--dir", WORKDIR, "--dir", "/opt", "--ro-bind", str(staging_root()), STAGE_IN_ZYGOTE]
         else:
-            a += ["--size", str(spec.disk_mb * mb), "--tmpfs", "/tmp",
-                  "--size", str(spec.disk_mb * mb), "--tmpfs", spec.workdir]
+            a += [
+                "--size",
+                str(spec.disk_mb * mb),
+                "--tmpfs",
+                "/tmp",
+                "--size",
+                str(spec.disk_mb * mb),
+                "--tmpfs",
+                spec.workdir,
+            ]
             for m in spec.mounts:
                 if not os.path.exists(m.source):
                     raise SandboxError(f"mount source does not exist: {m.source}")
                 a += ["--ro-bind" if m.read_only else "--bind", m.source, m.target]
         a += ["--ro-bind", str(self.agent_dir), AGENT_DIR]
         # Nothing else of the sandbox's root is writable.
-        a += ["--remount-ro", "/", "--chdir", WORKDIR if zygote else spec.workdir,
-              "--clearenv", "--setenv", "PATH", SANDBOX_PATH]
+        a += [
+            "--remount-ro",
+            "/",
+            "--chdir",
+            WORKDIR if zygote else spec.workdir,
+            "--clearenv",
+            "--setenv",
+            "PATH",
+            SANDBOX_PATH,
+        ]
         a += ["--", SANDBOX_PYTHON, "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(agent_cfg)]
         return a
 
@@ -273,11 +289,16 @@ class LocalRuntime(Runtime):
 
     def _create_from_zygote(self, spec: SandboxSpec, binds: list[list[str]], sid: str) -> AgentSandbox:
         z = self._get_zygote()
-        nest = {"workdir": spec.workdir, "disk_bytes": spec.disk_mb * 1024 * 1024, "binds": binds,
-                "hide": [str(Path(STAGE_IN_ZYGOTE).parent)]}
+        nest = {
+            "workdir": spec.workdir,
+            "disk_bytes": spec.disk_mb * 1024 * 1024,
+            "binds": binds,
+            "hide": [str(Path(STAGE_IN_ZYGOTE).parent)],
+        }
         try:
-            reply, _ = z.channel.request({"op": "spawn", "nest": nest, "agent": agent_config(spec)},
-                                         timeout=READY_TIMEOUT_S)
+            reply, _ = z.channel.request(
+                {"op": "spawn", "nest": nest, "agent": agent_config(spec)}, timeout=READY_TIMEOUT_S
+            )
             fd = z.channel.received_fd
             z.channel.received_fd = None
         except SandboxError as e:
@@ -299,8 +320,7 @@ class LocalRuntime(Runtime):
         except SandboxError as e:
             closer(False)
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
-        info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0,
-                           labels=dict(spec.labels))
+        info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0, labels=dict(spec.labels))
         return AgentSandbox(channel, spec, info, closer, lambda: z.stderr_text()[-800:])
 
     # -- public ----------------------------------------------------------------
@@ -320,8 +340,7 @@ class LocalRuntime(Runtime):
         else:
             bw = _BwrapProcess(self._bwrap_argv(spec, agent_config(spec), zygote=False), f"sandbox {sid}")
             bw.wait_ready(f"sandbox {sid}")
-            info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0,
-                               labels=dict(spec.labels))
+            info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0, labels=dict(spec.labels))
             box = AgentSandbox(bw.channel, spec, info, bw.close, bw.stderr_text)
         box.info.create_s = time.perf_counter() - start
         return box

@@ -69,8 +69,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 class SandboxPool:
-    def __init__(self, runtime: Runtime, spec: SandboxSpec | None = None, size: int = 4,
-                 max_creating: int = 2):
+    def __init__(self, runtime: Runtime, spec: SandboxSpec | None = None, size: int = 4, max_creating: int = 2):
         if size < 0 or max_creating < 1:
             raise ValueError("size must be >= 0 and max_creating >= 1")
         self.runtime = runtime
@@ -91,8 +90,9 @@ class SandboxPool:
         # handed out again (an episode must not lose it midway).
         self._born: dict[int, float] = {}
         self.max_age_s = self.spec.wall_timeout_s / 2
-        self._threads = [threading.Thread(target=self._fill, name="sandgym-pool", daemon=True)
-                         for _ in range(max_creating)]
+        self._threads = [
+            threading.Thread(target=self._fill, name="sandgym-pool", daemon=True) for _ in range(max_creating)
+        ]
         for t in self._threads:
             t.start()
 
@@ -158,10 +158,8 @@ class SandboxPool:
         try:
             if self._fresh_dev is None:
                 with self.runtime.create(self.spec) as fresh:
-                    self._fresh_dev = fresh.exec(["python3", "-I", "-S", "-c", DEV_LISTING],
-                                                 timeout=30).stdout.split()
-            r = sb.exec(["python3", "-I", "-S", "-c", RESET_SCRIPT, self.spec.workdir, "/tmp", "/dev/shm"],
-                        timeout=30)
+                    self._fresh_dev = fresh.exec(["python3", "-I", "-S", "-c", DEV_LISTING], timeout=30).stdout.split()
+            r = sb.exec(["python3", "-I", "-S", "-c", RESET_SCRIPT, self.spec.workdir, "/tmp", "/dev/shm"], timeout=30)
         except SandboxError:
             return False
         left, *dev = r.stdout.split() or [b"?"]
@@ -189,10 +187,15 @@ class SandboxPool:
             total = self.hits + self.misses
             ms = lambda v: None if v is None else round(1000 * v, 2)  # noqa: E731
             return {
-                "idle": len(self._idle), "in_use": self.in_use, "creating": self._creating,
-                "hits": self.hits, "misses": self.misses,
+                "idle": len(self._idle),
+                "in_use": self.in_use,
+                "creating": self._creating,
+                "hits": self.hits,
+                "misses": self.misses,
                 "hit_rate": self.hits / total if total else None,
-                "reused": self.reused, "destroyed": self.destroyed, "create_failures": self.create_failures,
+                "reused": self.reused,
+                "destroyed": self.destroyed,
+                "create_failures": self.create_failures,
                 "leaked": self.leaked,
                 **{f"create_ms_p{q}": ms(_percentile(self.create_s, q)) for q in (50, 95, 99)},
                 **{f"acquire_ms_p{q}": ms(_percentile(self.acquire_s, q)) for q in (50, 95, 99)},
@@ -209,7 +212,7 @@ class SandboxPool:
         for sb in idle:
             sb.close()
 
-    def __enter__(self) -> "SandboxPool":
+    def __enter__(self) -> SandboxPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sandgym.envs.base import Action, SandgymEnv
-
-from .specs import TaskPair
 from sandgym.errors import SandgymError
 
-SYSTEM_PROMPT = ("You are solving a programming task. Follow the task's instructions about how to "
-                 "format your reply.")
+from .specs import TaskPair
+
+SYSTEM_PROMPT = "You are solving a programming task. Follow the task's instructions about how to format your reply."
 RETRY_STATUSES = {429, 500, 502, 503, 504}
 
 
@@ -62,30 +61,38 @@ def env_action(message: dict, env: SandgymEnv, tools: list[dict] | None) -> Acti
 
 @dataclass
 class ChatAgent:
-    policy: "ChatPolicy"
+    policy: ChatPolicy
     env: SandgymEnv
     tools: list[dict] | None = None  # the env's tool schemas (`env.chat_tools()`); None: text replies
     messages: list[dict] = field(default_factory=list)
 
     def act(self, obs: dict[str, Any], info: dict[str, Any]) -> Action | None:
         if not self.messages:
-            self.messages = [{"role": "system", "content": SYSTEM_PROMPT},
-                             {"role": "user", "content": obs["task"]}]
+            self.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": obs["task"]}]
         else:
             # Tool results go back as plain user turns: every endpoint takes those.
             self.messages.append({"role": "user", "content": obs["feedback"]})
         action = env_action(self.policy.complete(self.messages, self.tools), self.env, self.tools)
-        self.messages.append({"role": "assistant",
-                              "content": action if isinstance(action, str) else json.dumps(action)})
+        self.messages.append(
+            {"role": "assistant", "content": action if isinstance(action, str) else json.dumps(action)}
+        )
         return action
 
 
 class ChatPolicy:
     name = "openai"
 
-    def __init__(self, model: str, base_url: str, temperature: float = 0.0, max_tokens: int = 2048,
-                 seed: int | None = None, timeout_s: float = 120.0, retries: int = 3,
-                 use_tools: bool = True):
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        temperature: float = 0.0,
+        max_tokens: int = 2048,
+        seed: int | None = None,
+        timeout_s: float = 120.0,
+        retries: int = 3,
+        use_tools: bool = True,
+    ):
         if not model or not base_url.startswith(("http://", "https://")):
             raise ValueError("policy openai needs openai:MODEL@BASE_URL, e.g. openai:my-model@http://127.0.0.1:8000/v1")
         self.model, self.base_url = model, base_url.rstrip("/")
@@ -93,8 +100,14 @@ class ChatPolicy:
         self.timeout_s, self.retries, self.use_tools = timeout_s, retries, use_tools
         self.api_key = os.environ.get("OPENAI_API_KEY")
         # What a record needs to reproduce the run (never the key).
-        self.config = {"model": model, "base_url": self.base_url, "temperature": temperature,
-                       "max_tokens": max_tokens, "seed": seed, "tools": use_tools}
+        self.config = {
+            "model": model,
+            "base_url": self.base_url,
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "seed": seed,
+            "tools": use_tools,
+        }
 
     def begin(self, task: TaskPair, env: SandgymEnv) -> ChatAgent:
         # The env's tools, when it has any and tools are on; otherwise replies
@@ -105,8 +118,9 @@ class ChatPolicy:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(f"{self.base_url}/chat/completions",
-                                         data=json.dumps(body).encode(), headers=headers, method="POST")
+        request = urllib.request.Request(
+            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
         last = ""
         for attempt in range(self.retries + 1):
             try:
@@ -119,19 +133,25 @@ class ChatPolicy:
             except urllib.error.HTTPError as e:
                 detail = e.read()[:300].decode("utf-8", "replace")
                 if e.code in (401, 403):
-                    raise PolicyError(f"the endpoint refused the API key (HTTP {e.code}): set OPENAI_API_KEY; {detail}") from None
+                    raise PolicyError(
+                        f"the endpoint refused the API key (HTTP {e.code}): set OPENAI_API_KEY; {detail}"
+                    ) from None
                 if e.code not in RETRY_STATUSES:
                     raise PolicyError(f"HTTP {e.code} from {self.base_url}: {detail}") from None
                 last = f"HTTP {e.code}: {detail}"
             except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
                 last = f"cannot reach {self.base_url}: {getattr(e, 'reason', e)}"
             if attempt < self.retries:
-                time.sleep(min(8.0, 0.5 * 2 ** attempt))
+                time.sleep(min(8.0, 0.5 * 2**attempt))
         raise PolicyError(f"{last} (after {self.retries + 1} tries)")
 
     def complete(self, messages: list[dict], tools: list[dict] | None = None) -> dict:
-        body: dict[str, Any] = {"model": self.model, "messages": messages,
-                                "temperature": self.temperature, "max_tokens": self.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
         if self.seed is not None:
             body["seed"] = self.seed
         if tools:
@@ -150,6 +170,8 @@ def parse_openai_spec(spec: str, seed: int | None = None, temperature: float = 0
     """`openai:MODEL@BASE_URL` -> ChatPolicy."""
     rest = spec.split(":", 1)[1]
     if "@" not in rest:
-        raise ValueError(f"policy {spec!r}: expected openai:MODEL@BASE_URL, e.g. openai:my-model@http://127.0.0.1:8000/v1")
+        raise ValueError(
+            f"policy {spec!r}: expected openai:MODEL@BASE_URL, e.g. openai:my-model@http://127.0.0.1:8000/v1"
+        )
     model, base_url = rest.split("@", 1)
     return ChatPolicy(model, base_url, temperature=temperature, seed=seed)

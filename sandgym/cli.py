@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -14,8 +13,11 @@ from rich.table import Table
 
 from .outcomes import OUTCOME_NAMES
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Gymnasium environments for LLM agents, run in sandboxes, judged by verifiers.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Gymnasium environments for LLM agents, run in sandboxes, judged by verifiers.",
+)
 tasks_app = typer.Typer(no_args_is_help=True, help="Task sets: import, inspect, validate, schema.")
 tasks_import_app = typer.Typer(no_args_is_help=True, help="Import task sets from public formats.")
 images_app = typer.Typer(no_args_is_help=True, help="Container images for the docker runtimes, built here.")
@@ -32,7 +34,7 @@ def fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _task_set(path: Optional[Path]):
+def _task_set(path: Path | None):
     from .specs import TaskSet, TaskSpecError, bundled_task_set
 
     try:
@@ -51,13 +53,15 @@ def outcome_table(summary) -> Table:
         share = f"{100 * n / summary.n_episodes:.1f}%" if summary.n_episodes else "-"
         table.add_row(name, str(n), share)
     mean = "n/a" if summary.reward_mean is None else f"{summary.reward_mean:.3f}"
-    table.caption = (f"reward mean {mean} over {summary.n_scored} scored episodes "
-                     f"(env_error and not_executed are not scored) · {summary.wall_s:.1f} s · "
-                     f"task set {summary.task_set_hash[:19]}")
+    table.caption = (
+        f"reward mean {mean} over {summary.n_scored} scored episodes "
+        f"(env_error and not_executed are not scored) · {summary.wall_s:.1f} s · "
+        f"task set {summary.task_set_hash[:19]}"
+    )
     return table
 
 
-def env_options(options: Optional[list[str]], **named) -> dict:
+def env_options(options: list[str] | None, **named) -> dict:
     """Env kwargs from `-o KEY=VALUE` (YAML values) and the named shortcuts
     that were given; what is not given stays the env's default."""
     import yaml
@@ -79,25 +83,39 @@ def env_options(options: Optional[list[str]], **named) -> dict:
 @app.command("eval")
 def eval_cmd(
     env: str = typer.Option("sandgym/CodeFunction-v0", "--env", help="Registered env id."),
-    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the env's bundled set)."),
+    tasks: Path | None = typer.Option(None, "--tasks", help="Task-set folder (default: the env's bundled set)."),
     policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE | openai:MODEL@BASE_URL"),
-    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"),
+    runtime: str = typer.Option(
+        "local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"
+    ),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
     out: Path = typer.Option(Path("runs/latest"), "--out", help="Folder for trajectories.jsonl and summary.json."),
     seed: int = typer.Option(0, "--seed", help="Seed passed to every reset."),
-    mode: Optional[str] = typer.Option(None, "--mode", help="single | multi (code-function family; default single)."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Turns per episode in multi mode (code-function family; default 5)."),
-    reward: Optional[str] = typer.Option(None, "--reward", help="binary | pass_rate (code-function family; default binary)."),
-    env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-o", help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML), e.g. -o max_steps=30."),
-    task_id: Optional[list[str]] = typer.Option(None, "--task-id", help="Only these tasks (repeatable)."),
+    mode: str | None = typer.Option(None, "--mode", help="single | multi (code-function family; default single)."),
+    max_turns: int | None = typer.Option(
+        None, "--max-turns", min=1, help="Turns per episode in multi mode (code-function family; default 5)."
+    ),
+    reward: str | None = typer.Option(
+        None, "--reward", help="binary | pass_rate (code-function family; default binary)."
+    ),
+    env_option: list[str] | None = typer.Option(
+        None,
+        "--env-option",
+        "-o",
+        help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML), e.g. -o max_steps=30.",
+    ),
+    task_id: list[str] | None = typer.Option(None, "--task-id", help="Only these tasks (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (same settings)."),
-    episode_retries: int = typer.Option(1, "--episode-retries", min=0, help="Play an episode again when it ends in env_error (every try is kept)."),
+    episode_retries: int = typer.Option(
+        1, "--episode-retries", min=0, help="Play an episode again when it ends in env_error (every try is kept)."
+    ),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature (openai policy)."),
 ):
     """Run a policy on every task of a set and record each episode."""
+    from sandgym.families import check_env_id
+
     from .harness import EvalRun
     from .policies import make_policy
-    from sandgym.families import check_env_id
     from .runtimes import RuntimeUnavailable, get_runtime
 
     try:
@@ -109,17 +127,33 @@ def eval_cmd(
         fail(str(e))
     task_set = _task_set(tasks) if tasks is not None else None
     try:
-        run = EvalRun(env, task_set, pol, rt, runtime, out, concurrency=concurrency, seed=seed,
-                      env_kwargs=env_kwargs, episode_retries=episode_retries)
+        run = EvalRun(
+            env,
+            task_set,
+            pol,
+            rt,
+            runtime,
+            out,
+            concurrency=concurrency,
+            seed=seed,
+            env_kwargs=env_kwargs,
+            episode_retries=episode_retries,
+        )
         for tid in task_id or []:
             try:
                 run.task_set.get(tid)
             except KeyError as e:
                 raise ValueError(e.args[0]) from None
         n = len(task_id) if task_id else len(run.task_set)
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("{task.fields[tally]}"), TimeElapsedColumn(), console=err_console,
-                      disable=not sys.stderr.isatty()) as progress:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[tally]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not sys.stderr.isatty(),
+        ) as progress:
             bar = progress.add_task("episodes", total=n, tally="")
             tally: dict[str, int] = {}
 
@@ -143,19 +177,29 @@ def serve_cmd(
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to bind."),
     max_sessions: int = typer.Option(8, "--max-sessions", min=1, help="Concurrent WebSocket sessions (one env each)."),
     session_timeout: float = typer.Option(
-        600.0, "--session-timeout", min=0.0,
+        600.0,
+        "--session-timeout",
+        min=0.0,
         help="Seconds without a reset/step after which a session is closed (0: never). "
-             "Keep it above the longest step plus the agent's thinking time."),
-    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task-set folder (default: the env's bundled set)."),
-    mode: Optional[str] = typer.Option(None, "--mode", help="single | multi (code-function family; default single)."),
-    max_turns: Optional[int] = typer.Option(None, "--max-turns", min=1, help="Turns per episode in multi mode (code-function family)."),
-    reward: Optional[str] = typer.Option(None, "--reward", help="binary | pass_rate (code-function family)."),
-    env_option: Optional[list[str]] = typer.Option(None, "--env-option", "-o", help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML)."),
-    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"),
+        "Keep it above the longest step plus the agent's thinking time.",
+    ),
+    tasks: Path | None = typer.Option(None, "--tasks", help="Task-set folder (default: the env's bundled set)."),
+    mode: str | None = typer.Option(None, "--mode", help="single | multi (code-function family; default single)."),
+    max_turns: int | None = typer.Option(
+        None, "--max-turns", min=1, help="Turns per episode in multi mode (code-function family)."
+    ),
+    reward: str | None = typer.Option(None, "--reward", help="binary | pass_rate (code-function family)."),
+    env_option: list[str] | None = typer.Option(
+        None, "--env-option", "-o", help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML)."
+    ),
+    runtime: str = typer.Option(
+        "local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"
+    ),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ):
     """Serve an env to OpenEnv clients (WebSocket /ws; /health, /schema, /metadata)."""
     from sandgym.families import check_env_id
+
     from .runtimes import RuntimeUnavailable, get_runtime
 
     try:
@@ -180,13 +224,17 @@ def serve_cmd(
     if tasks is not None:
         env_kwargs["tasks"] = tasks
     try:
-        api = build_app(env, env_kwargs, max_sessions=max_sessions,
-                        session_timeout=session_timeout or None, close_runtime=True)
+        api = build_app(
+            env, env_kwargs, max_sessions=max_sessions, session_timeout=session_timeout or None, close_runtime=True
+        )
     except (ValueError, TypeError, RuntimeUnavailable) as e:  # TaskSpecError is a ValueError
         rt.close()
         fail(str(e))
-    err_console.print(f"serving {env} on http://{host}:{port} (WebSocket /ws) · max {max_sessions} sessions · "
-                      f"session timeout {session_timeout or 'none'} s · runtime {runtime}", highlight=False)
+    err_console.print(
+        f"serving {env} on http://{host}:{port} (WebSocket /ws) · max {max_sessions} sessions · "
+        f"session timeout {session_timeout or 'none'} s · runtime {runtime}",
+        highlight=False,
+    )
     try:
         uvicorn.run(api, host=host, port=port, log_level=log_level)
     finally:
@@ -196,7 +244,7 @@ def serve_cmd(
 @app.command("report")
 def report_cmd(
     run_dir: Path = typer.Argument(..., help="A folder written by `sandgym eval`."),
-    out: Optional[Path] = typer.Option(None, "--out", help="HTML file to write (default RUN_DIR/report.html)."),
+    out: Path | None = typer.Option(None, "--out", help="HTML file to write (default RUN_DIR/report.html)."),
 ):
     """Write a self-contained HTML report of a run."""
     from .report import write_report
@@ -223,8 +271,16 @@ def leaderboard_cmd(
     except (LeaderboardError, RunError) as e:
         fail(str(e))
     if as_json:
-        console.print_json(json.dumps({"task_set": board.task_set, "task_set_hash": board.task_set_hash,
-                                       "rows": board.to_rows(), "warnings": board.warnings}))
+        console.print_json(
+            json.dumps(
+                {
+                    "task_set": board.task_set,
+                    "task_set_hash": board.task_set_hash,
+                    "rows": board.to_rows(),
+                    "warnings": board.warnings,
+                }
+            )
+        )
         return
     table = Table(title=f"{board.task_set} · {board.task_set_hash[:19]}")
     for col in ("rank", "policy", "mean reward", "95% CI", "scored", "episodes", "env_error", "not_executed", "run"):
@@ -232,8 +288,17 @@ def leaderboard_cmd(
     for row in board.to_rows():
         ci = "n/a" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
         mean = "n/a" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
-        table.add_row(str(row["rank"]), row["policy"], mean, ci, str(row["n_scored"]), str(row["n_episodes"]),
-                      str(row["env_error"]), str(row["not_executed"]), str(row["run_dir"]))
+        table.add_row(
+            str(row["rank"]),
+            row["policy"],
+            mean,
+            ci,
+            str(row["n_scored"]),
+            str(row["n_episodes"]),
+            str(row["env_error"]),
+            str(row["not_executed"]),
+            str(row["run_dir"]),
+        )
     console.print(table)
     for w in board.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
@@ -241,8 +306,9 @@ def leaderboard_cmd(
 
 @images_app.command("build")
 def images_build_cmd(
-    names: Optional[list[str]] = typer.Argument(
-        None, help="Recipes to build, or `serve` (the OpenEnv server image); default: every family's recipe."),
+    names: list[str] | None = typer.Argument(
+        None, help="Recipes to build, or `serve` (the OpenEnv server image); default: every family's recipe."
+    ),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the tagged image exists."),
 ):
     """Build images with debootstrap and `docker import` (no registry), cached by content hash."""
@@ -256,7 +322,8 @@ def images_build_cmd(
     try:
         for name in wanted:
             if name == "serve":
-                from .serve_image import build as build_serve, run_command
+                from .serve_image import build as build_serve
+                from .serve_image import run_command
 
                 tag = build_serve(force=force, log=log)
                 log("run it with: " + " ".join(run_command(tag)))
@@ -310,6 +377,7 @@ def import_humaneval_cmd(
 ):
     """Import HumanEval-format problems (task_id, prompt, entry_point, test, canonical_solution)."""
     from sandgym.envs.code_function.humaneval import import_humaneval
+
     from .specs import TaskSpecError
 
     if not file.exists():
@@ -322,7 +390,7 @@ def import_humaneval_cmd(
 
 
 @tasks_app.command("list")
-def list_cmd(tasks: Optional[Path] = typer.Argument(None, help="Task-set folder (default: bundled).")):
+def list_cmd(tasks: Path | None = typer.Argument(None, help="Task-set folder (default: bundled).")):
     """List the tasks of a set."""
     from sandgym.families import spec_module
 
@@ -339,7 +407,7 @@ def list_cmd(tasks: Optional[Path] = typer.Argument(None, help="Task-set folder 
 
 @tasks_app.command("validate")
 def validate_cmd(
-    tasks: Optional[Path] = typer.Argument(None, help="Task-set folder (default: bundled)."),
+    tasks: Path | None = typer.Argument(None, help="Task-set folder (default: bundled)."),
     runtime: str = typer.Option("local", "--runtime"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
 ):
@@ -363,8 +431,16 @@ def validate_cmd(
 
     problems = 0
     try:
-        with Progress(TextColumn("validating"), BarColumn(), MofNCompleteColumn(), console=err_console,
-                      disable=not sys.stderr.isatty()) as progress, ThreadPoolExecutor(concurrency) as pool:
+        with (
+            Progress(
+                TextColumn("validating"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=err_console,
+                disable=not sys.stderr.isatty(),
+            ) as progress,
+            ThreadPoolExecutor(concurrency) as pool,
+        ):
             bar = progress.add_task("validate", total=len(ts))
             for task, found in zip(ts.tasks, pool.map(lambda t: check(t, rt), ts.tasks)):
                 progress.update(bar, advance=1)
@@ -382,26 +458,44 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
     """Any family: the oracle policy must pass every task, the null policy none."""
     import tempfile
 
+    from sandgym.families import family
+
     from .harness import EvalRun
     from .policies import make_policy
-    from sandgym.families import family
 
     problems = 0
     try:
         with tempfile.TemporaryDirectory(prefix="sandgym-validate-") as tmp:
             for name, want in (("oracle", True), ("null", False)):
-                run = EvalRun(family(ts.meta.family).env_id, ts, make_policy(name), rt, runtime_name,
-                              Path(tmp) / name, concurrency=concurrency)
-                with Progress(TextColumn(f"{name} episodes"), BarColumn(), MofNCompleteColumn(),
-                              console=err_console, disable=not sys.stderr.isatty()) as progress:
+                run = EvalRun(
+                    family(ts.meta.family).env_id,
+                    ts,
+                    make_policy(name),
+                    rt,
+                    runtime_name,
+                    Path(tmp) / name,
+                    concurrency=concurrency,
+                )
+                with Progress(
+                    TextColumn(f"{name} episodes"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    console=err_console,
+                    disable=not sys.stderr.isatty(),
+                ) as progress:
                     bar = progress.add_task(name, total=len(ts))
                     run.run(on_record=lambda rec: progress.update(bar, advance=1))
                 for rec in sorted(run.records, key=lambda r: r.task_id):
                     if (rec.outcome == "passed") != want:
                         problems += 1
-                        why = rec.error or "; ".join(t["detail"] for t in rec.tests if t.get("status") != "passed")[:300]
-                        console.print(f"[red]{rec.task_id}[/]: the {name} policy scored {rec.outcome}"
-                                      f"{' (' + rec.status + ')' if rec.status else ''}: {why}", highlight=False)
+                        why = (
+                            rec.error or "; ".join(t["detail"] for t in rec.tests if t.get("status") != "passed")[:300]
+                        )
+                        console.print(
+                            f"[red]{rec.task_id}[/]: the {name} policy scored {rec.outcome}"
+                            f"{' (' + rec.status + ')' if rec.status else ''}: {why}",
+                            highlight=False,
+                        )
     except ValueError as e:
         fail(str(e))
     finally:
@@ -413,7 +507,9 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
 
 @tasks_app.command("make-swe")
 def make_swe_cmd(
-    package: str = typer.Option(..., "--package", help="A PyPI release: NAME==VERSION (pure Python, tests in the sdist)."),
+    package: str = typer.Option(
+        ..., "--package", help="A PyPI release: NAME==VERSION (pure Python, tests in the sdist)."
+    ),
     out: Path = typer.Option(..., "--out", help="Task-set folder to write or extend (family swe_repo)."),
     max_tasks: int = typer.Option(20, "--max", min=1, help="Validated tasks to make at most."),
     seed: int = typer.Option(0, "--seed", help="Seed of the mutation order."),
@@ -421,25 +517,39 @@ def make_swe_cmd(
     runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs and validation."),
 ):
     """Make SWE tasks from a PyPI package by injecting bugs (AST mutations), each validated by the verifier."""
-    from .runtimes import RuntimeUnavailable, get_runtime
-    from .specs import TaskSpecError
     from sandgym.envs.swe_repo.factory import FactoryError, make_swe, write_task_set
     from sandgym.verifiers.swe_repo.sources import RepoError
+
+    from .runtimes import RuntimeUnavailable, get_runtime
+    from .specs import TaskSpecError
 
     try:
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
     try:
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=err_console, disable=not sys.stderr.isatty()) as progress:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not sys.stderr.isatty(),
+        ) as progress:
             bar = progress.add_task(package, total=max_tasks)
 
             def on_progress(phase: str, done: int, total: int) -> None:
                 progress.update(bar, description=f"{package} · {phase}", completed=done, total=total)
 
-            tasks, stats = make_swe(package, max_tasks, seed, rt, jobs=jobs, progress=on_progress,
-                                    log=lambda m: progress.console.print(m, highlight=False))
+            tasks, stats = make_swe(
+                package,
+                max_tasks,
+                seed,
+                rt,
+                jobs=jobs,
+                progress=on_progress,
+                log=lambda m: progress.console.print(m, highlight=False),
+            )
         if not tasks:
             fail(f"{package}: no mutant survived validation ({stats.line()})")
         ts = write_task_set(tasks, out)
@@ -452,7 +562,9 @@ def make_swe_cmd(
 
 
 @tasks_app.command("schema")
-def schema_cmd(out: Optional[Path] = typer.Option(None, "--out", help="Folder to write one JSON Schema per file kind.")):
+def schema_cmd(
+    out: Path | None = typer.Option(None, "--out", help="Folder to write one JSON Schema per file kind."),
+):
     """Print (or write) the JSON Schemas of task-spec files."""
     from .specs import json_schemas
 

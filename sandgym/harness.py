@@ -16,19 +16,20 @@ import threading
 import time
 import traceback
 import uuid
-from datetime import datetime, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import gymnasium
 
-from . import __version__
 from sandgym.envs.base import SandgymEnv
+from sandgym.families import check_env_id
 
+from . import __version__
 from .outcomes import Outcome
 from .policies import Policy
 from .records import EpisodeRecord, StepRecord, Summary, Timings, count_outcomes
-from sandgym.families import check_env_id
 from .runtimes import Runtime
 from .specs import TaskPair, TaskSet
 
@@ -43,9 +44,19 @@ def _env_version(env_id: str) -> str:
 class EvalRun:
     """One evaluation: its settings, its output folder and its records."""
 
-    def __init__(self, env_id: str, task_set: TaskSet | str | Path | None, policy: Policy, runtime: Runtime,
-                 runtime_name: str, out_dir: str | Path, concurrency: int = 1, seed: int | None = 0,
-                 env_kwargs: dict[str, Any] | None = None, episode_retries: int = 1):
+    def __init__(
+        self,
+        env_id: str,
+        task_set: TaskSet | str | Path | None,
+        policy: Policy,
+        runtime: Runtime,
+        runtime_name: str,
+        out_dir: str | Path,
+        concurrency: int = 1,
+        seed: int | None = 0,
+        env_kwargs: dict[str, Any] | None = None,
+        episode_retries: int = 1,
+    ):
         """`task_set` None: the env's own default set (each family bundles one).
         An episode that ends in `env_error` is played again up to
         `episode_retries` times (every try kept in the record)."""
@@ -91,8 +102,13 @@ class EvalRun:
         """Take over the finished episodes of an interrupted run with the same settings."""
         if not path.exists():
             return
-        mine = {"env_id": self.env_id, "task_set_hash": self.task_set.hash, "env_kwargs": self.env_kwargs,
-                "policy": {"name": self.policy.name, **self.policy.config}, "seed": self.seed}
+        mine = {
+            "env_id": self.env_id,
+            "task_set_hash": self.task_set.hash,
+            "env_kwargs": self.env_kwargs,
+            "policy": {"name": self.policy.name, **self.policy.config},
+            "seed": self.seed,
+        }
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
@@ -102,24 +118,34 @@ class EvalRun:
                 raise ValueError(f"{path}:{n}: not an episode record: {e}") from None
             for key, value in mine.items():
                 if getattr(rec, key) != value:
-                    raise ValueError(f"--resume: {path} was made with {key}={getattr(rec, key)!r}, "
-                                     f"this run has {value!r}; use the same settings or another --out")
+                    raise ValueError(
+                        f"--resume: {path} was made with {key}={getattr(rec, key)!r}, "
+                        f"this run has {value!r}; use the same settings or another --out"
+                    )
             self.run_id = rec.run_id
             self.records.append(rec)
 
     def _record(self, task: TaskPair, index: int, started: str, queued_s: float, **fields: Any) -> EpisodeRecord:
         return EpisodeRecord(
-            run_id=self.run_id, episode_id=f"{self.run_id}-{index:05d}", task_id=task.id,
-            task_version=task.visible.version, task_set=self.task_set.meta.name,
-            task_set_hash=self.task_set.hash, env_id=self.env_id, env_version=_env_version(self.env_id),
-            env_kwargs=self.env_kwargs, runtime={"backend": self.runtime.name, "isolation": self.runtime.isolation,
-                     "name": self.runtime_name},
-            policy={"name": self.policy.name, **self.policy.config}, seed=self.seed,
-            started_at=started, **fields,
+            run_id=self.run_id,
+            episode_id=f"{self.run_id}-{index:05d}",
+            task_id=task.id,
+            task_version=task.visible.version,
+            task_set=self.task_set.meta.name,
+            task_set_hash=self.task_set.hash,
+            env_id=self.env_id,
+            env_version=_env_version(self.env_id),
+            env_kwargs=self.env_kwargs,
+            runtime={"backend": self.runtime.name, "isolation": self.runtime.isolation, "name": self.runtime_name},
+            policy={"name": self.policy.name, **self.policy.config},
+            seed=self.seed,
+            started_at=started,
+            **fields,
         )
 
-    def run_episode(self, task: TaskPair, index: int, submitted_at: float,
-                    slot: dict[str, Any] | None = None) -> EpisodeRecord:
+    def run_episode(
+        self, task: TaskPair, index: int, submitted_at: float, slot: dict[str, Any] | None = None
+    ) -> EpisodeRecord:
         """One episode, played again (up to `episode_retries` times) while it
         ends in an infrastructure error; earlier tries are kept in `retries`.
         `slot` holds this worker thread's env between episodes (None: a
@@ -132,8 +158,11 @@ class EvalRun:
                 rec = self._play(task, index, submitted_at, slot)
                 if rec.outcome != Outcome.ENV_ERROR.value or len(earlier) >= self.episode_retries:
                     break
-                earlier.append(rec.model_dump(include={"started_at", "outcome", "error", "attempts", "steps",
-                                                       "timings"}, mode="json"))
+                earlier.append(
+                    rec.model_dump(
+                        include={"started_at", "outcome", "error", "attempts", "steps", "timings"}, mode="json"
+                    )
+                )
                 self._drop_env(slot)  # the next try starts from a fresh env
             if earlier:
                 rec.retries = earlier
@@ -152,7 +181,7 @@ class EvalRun:
                 pass
 
     def _play(self, task: TaskPair, index: int, submitted_at: float, slot: dict[str, Any]) -> EpisodeRecord:
-        started = datetime.now(timezone.utc).isoformat()
+        started = datetime.now(UTC).isoformat()
         t0 = time.perf_counter()
         timings = Timings(queue_s=t0 - submitted_at)
         steps: list[StepRecord] = []
@@ -160,8 +189,7 @@ class EvalRun:
             if "env" not in slot:
                 # One env per worker, reset for each task: a browser or a
                 # zygote is started once, not per episode.
-                slot["env"] = gymnasium.make(self.env_id, tasks=self.task_set, runtime=self.runtime,
-                                             **self.env_kwargs)
+                slot["env"] = gymnasium.make(self.env_id, tasks=self.task_set, runtime=self.runtime, **self.env_kwargs)
             env = slot["env"]
             inner = env.unwrapped
             if not isinstance(inner, SandgymEnv):
@@ -169,8 +197,16 @@ class EvalRun:
             obs, info = env.reset(seed=self.seed, options={"task_id": task.id})
             agent = self.policy.begin(task, inner)
             if agent is None:
-                return self._record(task, index, started, timings.queue_s, outcome=Outcome.NOT_EXECUTED.value,
-                                    reward=None, timings=timings, error="the policy has no actions for this task")
+                return self._record(
+                    task,
+                    index,
+                    started,
+                    timings.queue_s,
+                    outcome=Outcome.NOT_EXECUTED.value,
+                    reward=None,
+                    timings=timings,
+                    error="the policy has no actions for this task",
+                )
             terminated = False
             while not terminated:
                 action = agent.act(obs, info)
@@ -178,10 +214,16 @@ class EvalRun:
                     break
                 s0 = time.perf_counter()
                 obs, reward, terminated, truncated, info = env.step(action)
-                steps.append(StepRecord(index=len(steps),
-                                        action=action if isinstance(action, str) else json.dumps(action),
-                                        observation=obs["feedback"], tool=info.get("tool", ""), reward=reward,
-                                        duration_s=time.perf_counter() - s0))
+                steps.append(
+                    StepRecord(
+                        index=len(steps),
+                        action=action if isinstance(action, str) else json.dumps(action),
+                        observation=obs["feedback"],
+                        tool=info.get("tool", ""),
+                        reward=reward,
+                        duration_s=time.perf_counter() - s0,
+                    )
+                )
                 terminated = terminated or truncated
             timings.create_s = inner.timings.get("create_s", 0.0)
             timings.exec_s = inner.timings.get("exec_s", 0.0)
@@ -189,28 +231,57 @@ class EvalRun:
             timings.total_s = time.perf_counter() - t0
             verdict = inner.last_verdict
             if verdict is None:  # the policy stopped before submitting
-                return self._record(task, index, started, timings.queue_s, steps=steps,
-                                    outcome=Outcome.NOT_EXECUTED.value, reward=None, timings=timings,
-                                    error="the policy stopped before submitting")
+                return self._record(
+                    task,
+                    index,
+                    started,
+                    timings.queue_s,
+                    steps=steps,
+                    outcome=Outcome.NOT_EXECUTED.value,
+                    reward=None,
+                    timings=timings,
+                    error="the policy stopped before submitting",
+                )
             reward = verdict.reward(inner.reward_scheme)
             return self._record(
-                task, index, started, timings.queue_s, steps=steps, artifact=inner.artifact,
-                verifier_version=verdict.verifier_version, outcome=verdict.outcome.value, reward=reward,
+                task,
+                index,
+                started,
+                timings.queue_s,
+                steps=steps,
+                artifact=inner.artifact,
+                verifier_version=verdict.verifier_version,
+                outcome=verdict.outcome.value,
+                reward=reward,
                 status=getattr(verdict, "status", None),
                 pass_rate=verdict.pass_rate if verdict.tests else None,
-                tests=[t.model_dump() for t in verdict.tests], violations=verdict.violations,
-                attempts=[a.model_dump(mode="json") for a in verdict.attempts], timings=timings,
+                tests=[t.model_dump() for t in verdict.tests],
+                violations=verdict.violations,
+                attempts=[a.model_dump(mode="json") for a in verdict.attempts],
+                timings=timings,
                 error=verdict.detail[:2000] if verdict.outcome == Outcome.ENV_ERROR else None,
             )
         except Exception as e:  # one episode's failure is that episode's record
             self._drop_env(slot)  # whatever broke may live in the env
             timings.total_s = time.perf_counter() - t0
-            return self._record(task, index, started, timings.queue_s, steps=steps,
-                                outcome=Outcome.ENV_ERROR.value, reward=None, timings=timings,
-                                error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}")
+            return self._record(
+                task,
+                index,
+                started,
+                timings.queue_s,
+                steps=steps,
+                outcome=Outcome.ENV_ERROR.value,
+                reward=None,
+                timings=timings,
+                error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}",
+            )
 
-    def run(self, task_ids: list[str] | None = None,
-            on_record: Callable[[EpisodeRecord], None] | None = None, resume: bool = False) -> Summary:
+    def run(
+        self,
+        task_ids: list[str] | None = None,
+        on_record: Callable[[EpisodeRecord], None] | None = None,
+        resume: bool = False,
+    ) -> Summary:
         """Run every task not yet recorded. Each record is written as its
         episode ends; on Ctrl-C the running episodes finish and are kept,
         and `resume=True` later runs only what is missing.
@@ -254,8 +325,10 @@ class EvalRun:
                 finally:
                     self._drop_env(slot)
 
-            threads = [threading.Thread(target=worker, name=f"sandgym-episode-{i}", daemon=True)
-                       for i in range(min(self.concurrency, max(todo.qsize(), 1)))]
+            threads = [
+                threading.Thread(target=worker, name=f"sandgym-episode-{i}", daemon=True)
+                for i in range(min(self.concurrency, max(todo.qsize(), 1)))
+            ]
             for th in threads:
                 th.start()
             try:
@@ -279,10 +352,17 @@ class EvalRun:
     def summary(self, wall_s: float) -> Summary:
         rewards = [r.reward for r in self.records if r.reward is not None]
         return Summary(
-            run_id=self.run_id, env_id=self.env_id, task_set=self.task_set.meta.name,
-            task_set_hash=self.task_set.hash, policy={"name": self.policy.name, **self.policy.config},
-            runtime=self.runtime_name, seed=self.seed, n_episodes=len(self.records),
+            run_id=self.run_id,
+            env_id=self.env_id,
+            task_set=self.task_set.meta.name,
+            task_set_hash=self.task_set.hash,
+            policy={"name": self.policy.name, **self.policy.config},
+            runtime=self.runtime_name,
+            seed=self.seed,
+            n_episodes=len(self.records),
             outcomes=count_outcomes([r.outcome for r in self.records]),
-            reward_mean=sum(rewards) / len(rewards) if rewards else None, n_scored=len(rewards),
-            wall_s=wall_s, sandgym_version=__version__,
+            reward_mean=sum(rewards) / len(rewards) if rewards else None,
+            n_scored=len(rewards),
+            wall_s=wall_s,
+            sandgym_version=__version__,
         )

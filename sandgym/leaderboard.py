@@ -14,14 +14,16 @@ are refused, naming each folder and its hash.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 import numpy as np
 
-from .runs import Run, load_run
 from sandgym.errors import SandgymError
+
+from .runs import Run, load_run
 
 Z95 = 1.959963984540054  # the 97.5% quantile of the standard normal
 BOOTSTRAP_RESAMPLES = 2000
@@ -50,8 +52,9 @@ def wilson_interval(successes: int, n: int, z: float = Z95) -> tuple[float, floa
     return low, high
 
 
-def bootstrap_interval(values: Iterable[float], resamples: int = BOOTSTRAP_RESAMPLES,
-                       seed: int = BOOTSTRAP_SEED, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_interval(
+    values: Iterable[float], resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean. The values are sorted first, so the
     interval depends only on the multiset of values, not on record order."""
     xs = np.sort(np.asarray(list(values), dtype=float))
@@ -111,26 +114,55 @@ class Board:
         """One plain (JSON-ready) dict per run, best first."""
         return [
             {
-                "rank": e.rank, "policy": e.policy_name, "policy_config": e.policy_config,
-                "mean_reward": e.mean, "ci_low": e.ci_low, "ci_high": e.ci_high, "ci_method": e.ci_method,
-                "n_scored": e.n_scored, "n_episodes": e.n_episodes, "passed": e.passed,
-                "env_error": e.env_error, "not_executed": e.not_executed, "runtime": e.runtime,
-                "env_id": e.env_id, "env_kwargs": e.env_kwargs, "run_id": e.run_id, "run_dir": str(e.run_dir),
-                "task_set": e.task_set, "task_set_hash": e.task_set_hash, "interrupted": e.interrupted,
+                "rank": e.rank,
+                "policy": e.policy_name,
+                "policy_config": e.policy_config,
+                "mean_reward": e.mean,
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+                "ci_method": e.ci_method,
+                "n_scored": e.n_scored,
+                "n_episodes": e.n_episodes,
+                "passed": e.passed,
+                "env_error": e.env_error,
+                "not_executed": e.not_executed,
+                "runtime": e.runtime,
+                "env_id": e.env_id,
+                "env_kwargs": e.env_kwargs,
+                "run_id": e.run_id,
+                "run_dir": str(e.run_dir),
+                "task_set": e.task_set,
+                "task_set_hash": e.task_set_hash,
+                "interrupted": e.interrupted,
             }
             for e in self.entries
         ]
 
     def to_markdown(self) -> str:
-        head = ["rank", "policy", "mean reward", "95% CI", "scored", "episodes", "env_error", "not_executed",
-                "runtime", "run id", "folder"]
+        head = [
+            "rank",
+            "policy",
+            "mean reward",
+            "95% CI",
+            "scored",
+            "episodes",
+            "env_error",
+            "not_executed",
+            "runtime",
+            "run id",
+            "folder",
+        ]
         lines = [
             f"Leaderboard: task set {_md(self.task_set)} (`{self.task_set_hash}`), "
             "mean reward over scored episodes (env_error and not_executed are not scored)",
             "",
             "| " + " | ".join(head) + " |",
-            "|" + "|".join("---:" if h in ("rank", "mean reward", "scored", "episodes", "env_error",
-                                           "not_executed") else "---" for h in head) + "|",
+            "|"
+            + "|".join(
+                "---:" if h in ("rank", "mean reward", "scored", "episodes", "env_error", "not_executed") else "---"
+                for h in head
+            )
+            + "|",
         ]
         for e in self.entries:
             ci = "n/a" if e.ci_low is None else f"[{e.ci_low:.3f}, {e.ci_high:.3f}] {e.ci_method}"
@@ -138,8 +170,19 @@ class Board:
             cfg = ", ".join(f"{k}={v}" for k, v in e.policy_config.items())
             policy = e.policy_name + (f" ({cfg})" if cfg else "")
             folder = str(e.run_dir) + (" (interrupted)" if e.interrupted else "")
-            cells = [str(e.rank), policy, mean, ci, str(e.n_scored), str(e.n_episodes), str(e.env_error),
-                     str(e.not_executed), e.runtime, e.run_id, folder]
+            cells = [
+                str(e.rank),
+                policy,
+                mean,
+                ci,
+                str(e.n_scored),
+                str(e.n_episodes),
+                str(e.env_error),
+                str(e.not_executed),
+                e.runtime,
+                e.run_id,
+                folder,
+            ]
             lines.append("| " + " | ".join(_md(c) for c in cells) + " |")
         if self.warnings:
             lines.append("")
@@ -168,21 +211,36 @@ def _entry(run: Run) -> Entry:
     first = recs[0] if recs else None
     s = run.summary
     return Entry(
-        rank=0, run_dir=run.path, run_id=s.run_id, policy=dict(s.policy), runtime=s.runtime, env_id=s.env_id,
-        env_kwargs=dict(first.env_kwargs) if first else {}, task_set=s.task_set, task_set_hash=s.task_set_hash,
-        n_episodes=len(recs), n_scored=len(scored), passed=sum(r.outcome == "passed" for r in recs),
+        rank=0,
+        run_dir=run.path,
+        run_id=s.run_id,
+        policy=dict(s.policy),
+        runtime=s.runtime,
+        env_id=s.env_id,
+        env_kwargs=dict(first.env_kwargs) if first else {},
+        task_set=s.task_set,
+        task_set_hash=s.task_set_hash,
+        n_episodes=len(recs),
+        n_scored=len(scored),
+        passed=sum(r.outcome == "passed" for r in recs),
         env_error=sum(r.outcome == "env_error" for r in recs),
         not_executed=sum(r.outcome == "not_executed" for r in recs),
-        mean=mean, ci_low=ci_low, ci_high=ci_high, ci_method=method, interrupted=run.interrupted,
+        mean=mean,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        ci_method=method,
+        interrupted=run.interrupted,
     )
 
 
 def _differences(entries: list[Entry]) -> list[str]:
     """Settings that make the means measure different things: warned about, not refused."""
     warnings = []
-    for label, get in (("env", lambda e: e.env_id),
-                       ("reward scheme", lambda e: e.env_kwargs.get("reward", "binary")),
-                       ("mode", lambda e: e.env_kwargs.get("mode", "single"))):
+    for label, get in (
+        ("env", lambda e: e.env_id),
+        ("reward scheme", lambda e: e.env_kwargs.get("reward", "binary")),
+        ("mode", lambda e: e.env_kwargs.get("mode", "single")),
+    ):
         values = sorted({str(get(e)) for e in entries})
         if len(values) > 1:
             warnings.append(f"the runs differ in {label} ({', '.join(values)}); their means may not be comparable")
@@ -191,8 +249,10 @@ def _differences(entries: list[Entry]) -> list[str]:
         warnings.append(f"interrupted runs (no summary.json; only finished episodes count): {', '.join(interrupted)}")
     skipped = [f"{e.run_dir} ({e.not_executed})" for e in entries if e.not_executed]
     if skipped:
-        warnings.append("not_executed episodes carry no reward, so these runs are ranked only on what they "
-                        "submitted: " + ", ".join(skipped))
+        warnings.append(
+            "not_executed episodes carry no reward, so these runs are ranked only on what they "
+            "submitted: " + ", ".join(skipped)
+        )
     partial = [f"{e.run_dir} ({e.n_episodes})" for e in entries if e.n_episodes != max(x.n_episodes for x in entries)]
     if partial:
         warnings.append("some runs cover fewer episodes than others: " + ", ".join(partial))
@@ -211,8 +271,10 @@ def rank(run_dirs: Iterable[str | Path | Run]) -> Board:
         raise LeaderboardError("no runs to rank: pass at least one run folder (written by `sandgym eval --out DIR`)")
     hashes = {r.summary.task_set_hash for r in runs}
     if len(hashes) > 1:
-        listing = "\n".join(f"  {r.path}: {r.summary.task_set_hash} ({r.summary.task_set})"
-                            for r in sorted(runs, key=lambda r: (r.summary.task_set_hash, str(r.path))))
+        listing = "\n".join(
+            f"  {r.path}: {r.summary.task_set_hash} ({r.summary.task_set})"
+            for r in sorted(runs, key=lambda r: (r.summary.task_set_hash, str(r.path)))
+        )
         raise LeaderboardError(
             f"the runs were made on {len(hashes)} different task sets (task_set_hash differs); results "
             f"compare only on the same hash. Rank each group separately:\n{listing}"
@@ -220,16 +282,15 @@ def rank(run_dirs: Iterable[str | Path | Run]) -> Board:
     seen: dict[str, Path] = {}
     for r in runs:
         if r.summary.run_id in seen:
-            raise LeaderboardError(f"run {r.summary.run_id} appears twice ({seen[r.summary.run_id]} and {r.path}); "
-                                   "pass each run once")
+            raise LeaderboardError(
+                f"run {r.summary.run_id} appears twice ({seen[r.summary.run_id]} and {r.path}); pass each run once"
+            )
         seen[r.summary.run_id] = r.path
     entries = [_entry(r) for r in runs]
     # Best mean first; among equal means the tighter lower bound, then more scored episodes.
-    entries.sort(key=lambda e: (e.mean is None, -(e.mean or 0.0), -(e.ci_low or 0.0), -e.n_scored,
-                                str(e.run_dir)))
+    entries.sort(key=lambda e: (e.mean is None, -(e.mean or 0.0), -(e.ci_low or 0.0), -e.n_scored, str(e.run_dir)))
     for i, e in enumerate(entries):  # competition ranking: equal means share a rank ("1, 1, 3")
         prev = entries[i - 1] if i else None
         e.rank = prev.rank if prev is not None and prev.mean == e.mean else i + 1
     names = sorted({r.summary.task_set for r in runs})
-    return Board(task_set=", ".join(names), task_set_hash=hashes.pop(), entries=entries,
-                 warnings=_differences(entries))
+    return Board(task_set=", ".join(names), task_set_hash=hashes.pop(), entries=entries, warnings=_differences(entries))

@@ -15,9 +15,9 @@ import html
 import math
 import os
 import tempfile
-from datetime import datetime, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterable
 
 from . import __version__
 from .outcomes import Outcome
@@ -90,9 +90,11 @@ def success_line(records: list[EpisodeRecord]) -> str:
     scored = [r for r in records if r.reward is not None]
     passed = sum(r.outcome == Outcome.PASSED.value for r in scored)
     counts = count_outcomes([r.outcome for r in records])
-    return (f"passed {passed} of {len(scored)} scored ({fmt_pct(passed, len(scored))}) · "
-            f"{counts[Outcome.ENV_ERROR.value]} env_error and {counts[Outcome.NOT_EXECUTED.value]} "
-            f"not_executed not scored")
+    return (
+        f"passed {passed} of {len(scored)} scored ({fmt_pct(passed, len(scored))}) · "
+        f"{counts[Outcome.ENV_ERROR.value]} env_error and {counts[Outcome.NOT_EXECUTED.value]} "
+        f"not_executed not scored"
+    )
 
 
 def failure_detail(r: EpisodeRecord) -> str:
@@ -130,14 +132,16 @@ def outcome_chart(counts: dict[str, int], total: int) -> str:
     label_w, bar_w, row_h, pad = 120, 520, 30, 8
     width, height = label_w + bar_w + 130, pad * 2 + row_h * len(counts)
     top = max(max(counts.values(), default=0), 1)
-    parts = [f'<svg class="chart" id="outcome-chart" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="episodes by outcome">']
+    parts = [
+        f'<svg class="chart" id="outcome-chart" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="episodes by outcome">'
+    ]
     for i, (name, n) in enumerate(counts.items()):
         y = pad + i * row_h
         w = bar_w * n / top
         parts.append(
             f'<g class="outcome-row" data-outcome="{esc(name)}" data-count="{n}">'
-            f'<title>{esc(name)}: {n} of {total} episodes</title>'
+            f"<title>{esc(name)}: {n} of {total} episodes</title>"
             f'<text x="{label_w - 10}" y="{y + row_h / 2 + 5:.1f}" text-anchor="end">{esc(name)}</text>'
             f'<rect x="{label_w}" y="{y + 5}" width="{bar_w}" height="{row_h - 10}" class="track"/>'
             f'<rect x="{label_w}" y="{y + 5}" width="{w:.1f}" height="{row_h - 10}" fill="{_color(name)}"/>'
@@ -153,13 +157,17 @@ def histogram(values: list[float], phase: str, bins: int = 16) -> str:
     left, right, top, bottom = 30, 10, 10, 28
     plot_w, plot_h = width - left - right, height - top - bottom
     hi = max(values, default=0.0)
-    parts = [f'<svg class="chart hist" data-phase="{esc(phase)}" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" aria-label="histogram of {esc(phase)}">',
-             f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" class="axis"/>',
-             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" class="axis"/>']
+    parts = [
+        f'<svg class="chart hist" data-phase="{esc(phase)}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="histogram of {esc(phase)}">',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" class="axis"/>',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" class="axis"/>',
+    ]
     if hi <= 0:  # a phase this run never used (create_s and exec_s in single-turn mode)
-        parts.append(f'<text x="{left + plot_w / 2}" y="{top + plot_h / 2 + 4}" text-anchor="middle" '
-                     f'class="tick">{"every episode: 0 s" if values else "no episodes"}</text>')
+        parts.append(
+            f'<text x="{left + plot_w / 2}" y="{top + plot_h / 2 + 4}" text-anchor="middle" '
+            f'class="tick">{"every episode: 0 s" if values else "no episodes"}</text>'
+        )
         counts: list[int] = []
         ymax = max(len(values), 1)
     else:
@@ -172,16 +180,20 @@ def histogram(values: list[float], phase: str, bins: int = 16) -> str:
         for i, c in enumerate(counts):
             h = plot_h * c / ymax
             span = f"{fmt_seconds(step * i)} – {fmt_seconds(step * (i + 1))}"
-            parts.append(f'<rect x="{left + i * bw + 1:.1f}" y="{top + plot_h - h:.1f}" '
-                         f'width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="bin">'
-                         f'<title>{esc(span)}: {c} episodes</title></rect>')
-    parts.append(f'<text x="{left - 4}" y="{top + 9}" text-anchor="end" class="tick">{ymax}</text>'
-                 f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" class="tick">0</text>'
-                 f'<text x="{left}" y="{height - 9}" class="tick">0</text>'
-                 f'<text x="{left + plot_w}" y="{height - 9}" text-anchor="end" class="tick">'
-                 f'{esc(fmt_seconds(hi))}</text>'
-                 f'<text x="{left + plot_w / 2}" y="{height - 9}" text-anchor="middle" class="tick">'
-                 f'episodes by duration</text>')
+            parts.append(
+                f'<rect x="{left + i * bw + 1:.1f}" y="{top + plot_h - h:.1f}" '
+                f'width="{max(bw - 2, 1):.1f}" height="{h:.1f}" class="bin">'
+                f"<title>{esc(span)}: {c} episodes</title></rect>"
+            )
+    parts.append(
+        f'<text x="{left - 4}" y="{top + 9}" text-anchor="end" class="tick">{ymax}</text>'
+        f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" class="tick">0</text>'
+        f'<text x="{left}" y="{height - 9}" class="tick">0</text>'
+        f'<text x="{left + plot_w}" y="{height - 9}" text-anchor="end" class="tick">'
+        f"{esc(fmt_seconds(hi))}</text>"
+        f'<text x="{left + plot_w / 2}" y="{height - 9}" text-anchor="middle" class="tick">'
+        f"episodes by duration</text>"
+    )
     parts.append("</svg>")
     return "".join(parts)
 
@@ -190,9 +202,11 @@ def reward_bar(x: float | None) -> str:
     if x is None:
         return ""
     w = 120 * max(0.0, min(1.0, x))
-    return (f'<svg class="rbar" width="124" height="12" viewBox="0 0 124 12" aria-hidden="true">'
-            f'<rect x="2" y="1" width="120" height="10" class="track"/>'
-            f'<rect x="2" y="1" width="{w:.1f}" height="10" class="fill"/></svg>')
+    return (
+        f'<svg class="rbar" width="124" height="12" viewBox="0 0 124 12" aria-hidden="true">'
+        f'<rect x="2" y="1" width="120" height="10" class="track"/>'
+        f'<rect x="2" y="1" width="{w:.1f}" height="10" class="fill"/></svg>'
+    )
 
 
 # -- page ----------------------------------------------------------------------------------
@@ -290,21 +304,23 @@ def _headline(recs: list[EpisodeRecord]) -> str:
     passed = sum(r.outcome == Outcome.PASSED.value for r in scored)
     mean = sum(r.reward for r in scored) / len(scored) if scored else None
     big = fmt_pct(passed, len(scored))
-    mean_text = (f"mean reward {mean:.3f} over {len(scored)} scored episodes" if mean is not None
-                 else "mean reward n/a: no scored episodes")
+    mean_text = (
+        f"mean reward {mean:.3f} over {len(scored)} scored episodes"
+        if mean is not None
+        else "mean reward n/a: no scored episodes"
+    )
     return (
         '<section id="success"><h2>Success rate</h2><div class="headline">'
         f'<span class="big">{esc(big)}</span>'
         f'<span class="rate" id="success-line">{esc(success_line(recs))}</span></div>'
         f'<p class="muted" id="reward-mean">{esc(mean_text)}. env_error (infrastructure, after retries) and '
-        'not_executed (nothing submitted) carry no reward: they are excluded, not counted as 0.</p></section>'
+        "not_executed (nothing submitted) carry no reward: they are excluded, not counted as 0.</p></section>"
     )
 
 
 def _outcomes(recs: list[EpisodeRecord]) -> str:
     counts = count_outcomes([r.outcome for r in recs])  # every outcome name, zeros included
-    return ('<section id="outcomes"><h2>Outcomes</h2>'
-            f'{outcome_chart(counts, len(recs))}</section>')
+    return f'<section id="outcomes"><h2>Outcomes</h2>{outcome_chart(counts, len(recs))}</section>'
 
 
 def _latency(recs: list[EpisodeRecord]) -> str:
@@ -322,8 +338,10 @@ def _latency(recs: list[EpisodeRecord]) -> str:
             f'<p class="pct"><code>{phase}</code> · P50 <b class="p50">{esc(fmt_seconds(p50))}</b> · '
             f'P95 <b class="p95">{esc(fmt_seconds(p95))}</b></p>{histogram(values, phase)}</div>'
         )
-    return (f'<section id="latency"><h2>Latency by phase</h2><p class="sub">{esc(note)}.</p>'
-            f'<div class="hists">{"".join(cards)}</div></section>')
+    return (
+        f'<section id="latency"><h2>Latency by phase</h2><p class="sub">{esc(note)}.</p>'
+        f'<div class="hists">{"".join(cards)}</div></section>'
+    )
 
 
 def _tests_text(r: EpisodeRecord) -> str:
@@ -337,8 +355,7 @@ def _reward_table(recs: list[EpisodeRecord]) -> str:
     order = sorted(recs, key=lambda r: (r.reward is None, -(r.reward or 0.0), r.task_id, r.episode_id))
     rows = []
     for r in order:
-        reward = ('<span class="na">not scored</span>' if r.reward is None
-                  else f"{r.reward:.3f}")
+        reward = '<span class="na">not scored</span>' if r.reward is None else f"{r.reward:.3f}"
         pr = '<span class="na">—</span>' if r.pass_rate is None else f"{r.pass_rate:.3f}"
         rows.append(
             f'<tr data-episode="{esc(r.episode_id)}" data-reward="{esc(r.reward)}">'
@@ -346,16 +363,20 @@ def _reward_table(recs: list[EpisodeRecord]) -> str:
             f'<td class="num">{reward}</td><td>{reward_bar(r.reward)}</td><td class="num">{pr}</td>'
             f'<td class="num">{_tests_text(r)}</td><td class="num">{esc(fmt_seconds(r.timings.total_s))}</td></tr>'
         )
-    return ('<section id="rewards"><h2>Reward by task</h2><p class="sub">Sorted by reward, highest first; '
-            'unscored episodes last.</p><div><table><thead><tr><th>task</th><th>outcome</th>'
-            '<th class="num">reward</th><th></th><th class="num">pass rate</th><th class="num">tests passed</th>'
-            f'<th class="num">total time</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>')
+    return (
+        '<section id="rewards"><h2>Reward by task</h2><p class="sub">Sorted by reward, highest first; '
+        "unscored episodes last.</p><div><table><thead><tr><th>task</th><th>outcome</th>"
+        '<th class="num">reward</th><th></th><th class="num">pass rate</th><th class="num">tests passed</th>'
+        f'<th class="num">total time</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>'
+    )
 
 
 def _failures(recs: list[EpisodeRecord]) -> str:
     rank = {name: i for i, name in enumerate(("violation", "env_error", "timeout", "failed", "not_executed"))}
-    bad = sorted((r for r in recs if r.outcome != Outcome.PASSED.value),
-                 key=lambda r: (rank.get(r.outcome, len(rank)), r.task_id, r.episode_id))
+    bad = sorted(
+        (r for r in recs if r.outcome != Outcome.PASSED.value),
+        key=lambda r: (rank.get(r.outcome, len(rank)), r.task_id, r.episode_id),
+    )
     if not bad:
         return '<section id="failures"><h2>Failures and errors</h2><p>None: every episode passed.</p></section>'
     rows = "".join(
@@ -364,30 +385,34 @@ def _failures(recs: list[EpisodeRecord]) -> str:
         f'<td class="detail">{esc(failure_detail(r))}</td></tr>'
         for r in bad
     )
-    return (f'<section id="failures"><h2>Failures and errors ({len(bad)})</h2><div><table>'
-            '<thead><tr><th>task</th><th>outcome</th><th class="num">reward</th>'
-            '<th class="num">verifier attempts</th><th>first line of the error or failing test</th></tr></thead>'
-            f'<tbody>{rows}</tbody></table></div></section>')
+    return (
+        f'<section id="failures"><h2>Failures and errors ({len(bad)})</h2><div><table>'
+        '<thead><tr><th>task</th><th>outcome</th><th class="num">reward</th>'
+        '<th class="num">verifier attempts</th><th>first line of the error or failing test</th></tr></thead>'
+        f"<tbody>{rows}</tbody></table></div></section>"
+    )
 
 
 def render_report(run: Run) -> str:
     s, recs = run.summary, run.records
     banner = ""
     if run.interrupted:
-        banner = (f'<div class="banner" id="interrupted"><b>Interrupted run:</b> {esc(SUMMARY)} is missing, '
-                  f'so this report covers the {len(recs)} episodes that finished; the summary was rebuilt '
-                  'from their records.</div>')
-    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        banner = (
+            f'<div class="banner" id="interrupted"><b>Interrupted run:</b> {esc(SUMMARY)} is missing, '
+            f"so this report covers the {len(recs)} episodes that finished; the summary was rebuilt "
+            "from their records.</div>"
+        )
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     title = f"sandgym · {s.task_set} · {s.policy.get('name', '?')} · {s.run_id}"
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         # Nothing may load or run: not a script, a font, an image or a style sheet.
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{CSS}</style></head><body><main>"
-        f"<h1>sandgym run report</h1><p class=\"sub\">{esc(s.env_id)} · {esc(s.task_set)} · "
+        f'<h1>sandgym run report</h1><p class="sub">{esc(s.env_id)} · {esc(s.task_set)} · '
         f"{esc(_policy_text(s.policy))} · generated {esc(generated)} by sandgym {esc(__version__)}</p>"
-        f"{banner}<section id=\"run\"><h2>Run</h2>{_meta(run)}</section>"
+        f'{banner}<section id="run"><h2>Run</h2>{_meta(run)}</section>'
         f"{_headline(recs)}{_outcomes(recs)}{_reward_table(recs)}{_latency(recs)}{_failures(recs)}"
         "</main></body></html>\n"
     )

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .records import EpisodeRecord, Summary, count_outcomes
 from sandgym.errors import SandgymError
+
+from .records import EpisodeRecord, Summary, count_outcomes
 
 TRAJECTORIES = "trajectories.jsonl"  # the names sandgym.harness writes
 SUMMARY = "summary.json"
@@ -112,11 +113,19 @@ def summary_from_records(records: list[EpisodeRecord], where: Path) -> Summary:
     first = records[0]
     rewards = [r.reward for r in records if r.reward is not None]
     return Summary(
-        run_id=first.run_id, env_id=first.env_id, task_set=first.task_set, task_set_hash=first.task_set_hash,
-        policy=first.policy, runtime=first.runtime.get("name") or first.runtime.get("backend", "unknown"),
-        seed=first.seed, n_episodes=len(records), outcomes=count_outcomes([r.outcome for r in records]),
-        reward_mean=sum(rewards) / len(rewards) if rewards else None, n_scored=len(rewards),
-        wall_s=_wall_s(records), sandgym_version="unknown",
+        run_id=first.run_id,
+        env_id=first.env_id,
+        task_set=first.task_set,
+        task_set_hash=first.task_set_hash,
+        policy=first.policy,
+        runtime=first.runtime.get("name") or first.runtime.get("backend", "unknown"),
+        seed=first.seed,
+        n_episodes=len(records),
+        outcomes=count_outcomes([r.outcome for r in records]),
+        reward_mean=sum(rewards) / len(rewards) if rewards else None,
+        n_scored=len(rewards),
+        wall_s=_wall_s(records),
+        sandgym_version="unknown",
     )
 
 
@@ -125,8 +134,10 @@ def _check_consistent(run_dir: Path, summary: Summary | None, records: list[Epis
     for field in ("run_id", "task_set_hash"):
         values = {getattr(r, field) for r in records}
         if len(values) > 1:
-            raise RunError(f"{traj}: records from more than one run ({field} values: "
-                           f"{', '.join(sorted(values))}); one folder must hold one run")
+            raise RunError(
+                f"{traj}: records from more than one run ({field} values: "
+                f"{', '.join(sorted(values))}); one folder must hold one run"
+            )
     if summary is None:
         return
     summ = run_dir / SUMMARY
@@ -143,13 +154,17 @@ def load_run(run_dir: str | Path) -> Run:
     """Load a run folder; raises RunError naming the file (and line) that is wrong."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise RunError(f"{run_dir}: not a run folder (expected {TRAJECTORIES} and {SUMMARY}, "
-                       "as written by `sandgym eval --out DIR`)")
+        raise RunError(
+            f"{run_dir}: not a run folder (expected {TRAJECTORIES} and {SUMMARY}, "
+            "as written by `sandgym eval --out DIR`)"
+        )
     traj, summ = run_dir / TRAJECTORIES, run_dir / SUMMARY
     if not traj.is_file():
         hint = f" ({SUMMARY} is there, the records are not)" if summ.exists() else ""
-        raise RunError(f"{traj}: missing{hint}; a run folder holds {TRAJECTORIES}, one record per episode, "
-                       "as written by `sandgym eval --out DIR`")
+        raise RunError(
+            f"{traj}: missing{hint}; a run folder holds {TRAJECTORIES}, one record per episode, "
+            "as written by `sandgym eval --out DIR`"
+        )
     records = _read_records(traj)
     if summ.exists():
         summary = _read_summary(summ)

@@ -17,15 +17,24 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from .runtimes.base import RuntimeUnavailable
-from .runtimes.images import LABEL, _docker, build as build_base, image_exists
+from .runtimes.images import LABEL, _docker, image_exists
+from .runtimes.images import build as build_base
 
 REPOSITORY = "sandgym/serve"
-SOURCES = ("pyproject.toml", "requirements.lock", "Dockerfile", "sandgym", "envs", "runtimes",
-           "verifiers", "task_specs")
+SOURCES = (
+    "pyproject.toml",
+    "requirements.lock",
+    "Dockerfile",
+    "sandgym",
+    "envs",
+    "runtimes",
+    "verifiers",
+    "task_specs",
+)
 
 
 def project_root() -> Path:
@@ -39,8 +48,13 @@ def _content_hash(root: Path, base_tag: str) -> str:
     h = hashlib.sha256(base_tag.encode())
     for name in SOURCES:
         path = root / name
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()
-                                                    and "__pycache__" not in p.parts and p.suffix != ".pyc")
+        files = (
+            [path]
+            if path.is_file()
+            else sorted(
+                p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+            )
+        )
         for f in files:
             h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()[:16]
@@ -70,17 +84,33 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> str:
         (work / "constraints.txt").write_text(constraints_from_lock((root / "requirements.lock").read_text()))
         log(f"{tag}: installing sandgym[serve] and its locked dependencies into the build context")
         # The network is used here, on the host (PyPI), never inside the build.
-        r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                            "--no-compile", "--target", str(work / "site"), "-c", str(work / "constraints.txt"),
-                            f"{root}[serve]"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--no-compile",
+                "--target",
+                str(work / "site"),
+                "-c",
+                str(work / "constraints.txt"),
+                f"{root}[serve]",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             raise RuntimeUnavailable(f"installing sandgym[serve] for the image failed:\n{r.stderr[-2000:]}")
         shutil.copy(root / "Dockerfile", work / "Dockerfile")
         log(f"{tag}: docker build (no network)")
         repo, version = tag.split(":")
         try:
-            client.images.build(path=str(work), tag=tag, buildargs={"BASE": base}, network_mode="none",
-                                rm=True, labels={LABEL: "serve"})
+            client.images.build(
+                path=str(work), tag=tag, buildargs={"BASE": base}, network_mode="none", rm=True, labels={LABEL: "serve"}
+            )
         except Exception as e:  # BuildError, APIError
             raise RuntimeUnavailable(f"docker build of {tag} failed: {e}") from None
     finally:
@@ -92,6 +122,22 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> str:
 def run_command(tag: str, port: int = 8000, env_id: str = "sandgym/CodeFunction-v0") -> list[str]:
     """How to run it: host networking on loopback, and the syscalls that
     bubblewrap needs inside a container."""
-    return ["docker", "run", "--rm", "--network", "host", "--security-opt", "seccomp=unconfined",
-            "--security-opt", "systempaths=unconfined", tag,
-            "serve", "--env", env_id, "--host", "127.0.0.1", "--port", str(port)]
+    return [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--security-opt",
+        "seccomp=unconfined",
+        "--security-opt",
+        "systempaths=unconfined",
+        tag,
+        "serve",
+        "--env",
+        env_id,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]

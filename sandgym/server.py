@@ -48,7 +48,7 @@ import importlib
 import os
 import threading
 import uuid
-from typing import Any, Optional
+from typing import Any
 
 import gymnasium
 from fastapi import FastAPI
@@ -64,8 +64,9 @@ from openenv.core.env_server.types import (
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from . import __version__
 from sandgym.families import check_env_id, register_envs
+
+from . import __version__
 from .runtimes import Runtime, get_runtime
 from .specs import TaskSet
 
@@ -78,15 +79,16 @@ class SandgymAction(Action):
     tool block; browser form: `click(e12)` ...), or, for envs that take
     structured actions, a mapping (SWE repo: `{"tool": "bash", "command": "ls"}`)."""
 
-    text: Optional[str] = Field(default=None, description="The agent's reply, passed to step() as a text action.")
-    call: Optional[dict[str, Any]] = Field(default=None, description="A structured action, passed to step() as a mapping.")
+    text: str | None = Field(default=None, description="The agent's reply, passed to step() as a text action.")
+    call: dict[str, Any] | None = Field(default=None, description="A structured action, passed to step() as a mapping.")
 
     @model_validator(mode="after")
-    def _one_of(self) -> "SandgymAction":
+    def _one_of(self) -> SandgymAction:
         if (self.text is None) == (self.call is None):
             # A custom error carries no exception object, so openenv can serialize it.
             raise PydanticCustomError(
-                "text_or_call", "an action has exactly one of `text` (a string) or `call` (a mapping)")
+                "text_or_call", "an action has exactly one of `text` (a string) or `call` (a mapping)"
+            )
         return self
 
 
@@ -97,19 +99,21 @@ class SandgymObservation(Observation):
 
     task: str = Field(default="", description="The task as the agent sees it.")
     feedback: str = Field(default="", description="Feedback on the last action (empty after reset).")
-    task_id: Optional[str] = Field(default=None, description="Id of the task of this episode.")
-    mode: Optional[str] = Field(default=None, description="single | multi")
+    task_id: str | None = Field(default=None, description="Id of the task of this episode.")
+    mode: str | None = Field(default=None, description="single | multi")
     turn: int = Field(default=0, description="Actions taken in this episode.")
     max_turns: int = Field(default=0, description="Actions allowed in this episode.")
-    tool: Optional[str] = Field(default=None, description="What the last action did: run | submit | invalid.")
-    outcome: Optional[str] = Field(
+    tool: str | None = Field(default=None, description="What the last action did: run | submit | invalid.")
+    outcome: str | None = Field(
         default=None,
-        description="After the final step: passed | failed | timeout | env_error | not_executed | violation.")
-    reward_valid: Optional[bool] = Field(
+        description="After the final step: passed | failed | timeout | env_error | not_executed | violation.",
+    )
+    reward_valid: bool | None = Field(
         default=None,
         description="After the final step: False when an infrastructure error stopped verification "
-                    "(the reward 0.0 is then not the model's score).")
-    pass_rate: Optional[float] = Field(default=None, description="Share of hidden tests passed.")
+        "(the reward 0.0 is then not the model's score).",
+    )
+    pass_rate: float | None = Field(default=None, description="Share of hidden tests passed.")
     tests: list[dict[str, Any]] = Field(default_factory=list, description="Per hidden test: name and status.")
     truncated: bool = Field(default=False, description="The episode was cut off rather than ended by the env.")
 
@@ -118,7 +122,7 @@ class SandgymState(State):
     """Where the session's episode is."""
 
     env_id: str = Field(description="The registered sandgym env id served.")
-    task_id: Optional[str] = Field(default=None, description="Task of the current episode.")
+    task_id: str | None = Field(default=None, description="Task of the current episode.")
     done: bool = Field(default=False, description="Whether the current episode has ended.")
 
 
@@ -149,13 +153,12 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
 
     SUPPORTS_CONCURRENT_SESSIONS = True  # sandboxes belong to each env instance
 
-    def __init__(self, env_id: str, env_kwargs: Optional[dict[str, Any]] = None,
-                 sessions: Optional["_Sessions"] = None):
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any] | None = None, sessions: _Sessions | None = None):
         super().__init__()
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs or {})
         self._sessions = sessions
-        self._env: Optional[gymnasium.Env] = None
+        self._env: gymnasium.Env | None = None
         self._lock = threading.Lock()  # close() may come from another thread at shutdown
         self._closed = False
         self._state = SandgymState(env_id=env_id)
@@ -164,8 +167,9 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
 
     # -- OpenEnv API -----------------------------------------------------------
 
-    def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
-              task_id: Optional[str] = None, **kwargs: Any) -> SandgymObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kwargs: Any
+    ) -> SandgymObservation:
         if kwargs:
             raise ValueError(f"unknown reset argument(s) {sorted(kwargs)}; accepted: {', '.join(RESET_ARGS)}")
         with self._lock:
@@ -174,12 +178,16 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
                 obs, info = env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
             except KeyError as e:  # an unknown task id: the message lists the choices
                 raise ValueError(e.args[0] if e.args else str(e)) from None
-            self._state = SandgymState(env_id=self.env_id, episode_id=episode_id or str(uuid.uuid4()),
-                                       step_count=0, task_id=info.get("task_id"), done=False)
+            self._state = SandgymState(
+                env_id=self.env_id,
+                episode_id=episode_id or str(uuid.uuid4()),
+                step_count=0,
+                task_id=info.get("task_id"),
+                done=False,
+            )
             return self._observation(obs, info, reward=None, done=False, truncated=False)
 
-    def step(self, action: SandgymAction, timeout_s: Optional[float] = None,
-             **kwargs: Any) -> SandgymObservation:
+    def step(self, action: SandgymAction, timeout_s: float | None = None, **kwargs: Any) -> SandgymObservation:
         """`timeout_s` is not used: every run and verification is bounded by
         the task's own timeout."""
         if not isinstance(action, SandgymAction):
@@ -237,7 +245,8 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
         if self._closed:
             raise RuntimeError(
                 "this session is closed: it was idle longer than the server's session timeout "
-                "(sandgym serve --session-timeout), or the server is shutting down; open a new session")
+                "(sandgym serve --session-timeout), or the server is shutting down; open a new session"
+            )
 
     def _gym_env(self) -> gymnasium.Env:
         self._check_open()
@@ -245,8 +254,9 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
             self._env = gymnasium.make(self.env_id, **self.env_kwargs)
         return self._env
 
-    def _observation(self, obs: Any, info: dict[str, Any], reward: Optional[float], done: bool,
-                     truncated: bool) -> SandgymObservation:
+    def _observation(
+        self, obs: Any, info: dict[str, Any], reward: float | None, done: bool, truncated: bool
+    ) -> SandgymObservation:
         fields: dict[str, Any] = {}
         metadata: dict[str, Any] = {}
         if isinstance(obs, dict):
@@ -307,11 +317,11 @@ class _Sessions:
 
 def build_app(
     env_id: str,
-    env_kwargs: Optional[dict[str, Any]] = None,
+    env_kwargs: dict[str, Any] | None = None,
     max_sessions: int = 8,
-    session_timeout: Optional[float] = 600.0,
+    session_timeout: float | None = 600.0,
     *,
-    close_runtime: Optional[bool] = None,
+    close_runtime: bool | None = None,
     warm: bool = True,
 ) -> FastAPI:
     """The OpenEnv app serving `env_id`.
@@ -355,8 +365,7 @@ def build_app(
             factory,
             SandgymAction,
             SandgymObservation,
-            concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
-                                                 session_timeout=session_timeout),
+            concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=session_timeout),
             env_name=env_id.split("/")[-1],
             state_cls=SandgymState,
         )
@@ -382,8 +391,12 @@ def app_from_environment() -> FastAPI:
     SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS, SANDGYM_SESSION_TIMEOUT (0: never)."""
     env = os.environ
     kwargs: dict[str, Any] = {"runtime": env.get("SANDGYM_RUNTIME", "local")}
-    for var, key, conv in (("SANDGYM_TASKS", "tasks", str), ("SANDGYM_MODE", "mode", str),
-                           ("SANDGYM_MAX_TURNS", "max_turns", int), ("SANDGYM_REWARD", "reward", str)):
+    for var, key, conv in (
+        ("SANDGYM_TASKS", "tasks", str),
+        ("SANDGYM_MODE", "mode", str),
+        ("SANDGYM_MAX_TURNS", "max_turns", int),
+        ("SANDGYM_REWARD", "reward", str),
+    ):
         if env.get(var):
             kwargs[key] = conv(env[var])
     if env.get("SANDGYM_ENV_OPTIONS"):  # any further env kwargs, as a JSON object
@@ -394,9 +407,12 @@ def app_from_environment() -> FastAPI:
             raise ValueError("SANDGYM_ENV_OPTIONS must be a JSON object of env kwargs")
         kwargs.update(options)
     timeout = float(env.get("SANDGYM_SESSION_TIMEOUT", "600"))
-    return build_app(env.get("SANDGYM_ENV", "sandgym/CodeFunction-v0"), kwargs,
-                     max_sessions=int(env.get("SANDGYM_MAX_SESSIONS", "8")),
-                     session_timeout=timeout or None)
+    return build_app(
+        env.get("SANDGYM_ENV", "sandgym/CodeFunction-v0"),
+        kwargs,
+        max_sessions=int(env.get("SANDGYM_MAX_SESSIONS", "8")),
+        session_timeout=timeout or None,
+    )
 
 
 def __getattr__(name: str) -> Any:

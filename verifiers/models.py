@@ -42,11 +42,18 @@ class Verdict(BaseModel):
     status: str | None = None
 
     @classmethod
-    def from_attempts(cls, verifier_version: str, attempts: list[Attempt]) -> "Verdict":
+    def from_attempts(cls, verifier_version: str, attempts: list[Attempt]) -> Verdict:
         """The verdict of the last attempt, with every attempt kept."""
         final = attempts[-1]
-        return cls(verifier_version=verifier_version, outcome=final.outcome, status=final.status,
-                   tests=final.tests, detail=final.detail, violations=final.violations, attempts=attempts)
+        return cls(
+            verifier_version=verifier_version,
+            outcome=final.outcome,
+            status=final.status,
+            tests=final.tests,
+            detail=final.detail,
+            violations=final.violations,
+            attempts=attempts,
+        )
 
     @property
     def pass_rate(self) -> float:

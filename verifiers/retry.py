@@ -9,7 +9,7 @@ retried into a right one.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from sandgym.outcomes import Outcome
 from sandgym.verifiers.models import Attempt

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
 from sandgym.errors import SandgymError
 
 GRAMMAR = (
@@ -68,7 +69,7 @@ def _read_string(src: str, i: int, quote: str) -> tuple[str, int]:
                 break
             nxt = src[i + 1]
             if nxt == "u":
-                digits = src[i + 2:i + 6]
+                digits = src[i + 2 : i + 6]
                 if not re.fullmatch(r"[0-9a-fA-F]{4}", digits):
                     raise ActionError(f"bad escape \\u{digits!s} at column {i + 1}: use \\uXXXX")
                 out.append(chr(int(digits, 16)))

@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
@@ -52,9 +51,11 @@ def form_app() -> AppSpec:
 
 
 def render_goal(task: TaskPair, max_steps: int) -> str:
-    return (f"{task.visible.goal.strip()}\n\nYou are using a web app in a browser. Each turn you see the page's "
-            f"accessibility snapshot; elements carry refs like [ref=e12]. {GRAMMAR} Call done() when the task is "
-            f"finished; you have {max_steps} actions.")
+    return (
+        f"{task.visible.goal.strip()}\n\nYou are using a web app in a browser. Each turn you see the page's "
+        f"accessibility snapshot; elements carry refs like [ref=e12]. {GRAMMAR} Call done() when the task is "
+        f"finished; you have {max_steps} actions."
+    )
 
 
 class BrowserFormEnv(SandgymEnv):
@@ -65,9 +66,15 @@ class BrowserFormEnv(SandgymEnv):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
     reward_scheme = "binary"
 
-    def __init__(self, tasks: str | Path | TaskSet | None = None, runtime: str | Runtime = "local",
-                 max_steps: int = DEFAULT_MAX_STEPS, verifier_retries: int = 2, render_mode: str | None = None,
-                 screenshot: bool = False):
+    def __init__(
+        self,
+        tasks: str | Path | TaskSet | None = None,
+        runtime: str | Runtime = "local",
+        max_steps: int = DEFAULT_MAX_STEPS,
+        verifier_retries: int = 2,
+        render_mode: str | None = None,
+        screenshot: bool = False,
+    ):
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
         if verifier_retries < 0:
@@ -98,8 +105,11 @@ class BrowserFormEnv(SandgymEnv):
 
     @property
     def config(self) -> dict[str, Any]:
-        return {"max_steps": self.max_steps, "verifier_retries": self.verifier_retries,
-                "screenshot": self.with_screenshot}
+        return {
+            "max_steps": self.max_steps,
+            "verifier_retries": self.verifier_retries,
+            "screenshot": self.with_screenshot,
+        }
 
     def oracle_actions(self) -> list[str]:
         if self.task is None:
@@ -200,8 +210,9 @@ class BrowserFormEnv(SandgymEnv):
             try:
                 row = con.execute("SELECT id FROM users WHERE username = ?", (task.visible.login_as,)).fetchone()
                 if row is None:
-                    raise ValueError(f"task {task.id!r}: login_as names {task.visible.login_as!r}, "
-                                     "which is not a seeded user")
+                    raise ValueError(
+                        f"task {task.id!r}: login_as names {task.visible.login_as!r}, which is not a seeded user"
+                    )
                 con.execute("INSERT INTO sessions (token, user_id) VALUES (?, ?)", (token, row[0]))
                 con.commit()
             finally:
@@ -216,10 +227,12 @@ class BrowserFormEnv(SandgymEnv):
         return cookies
 
     def _observe(self, action: str | None, error: str | None) -> dict[str, Any]:
-        last = "" if action is None else (f"Last action: {action.strip()[:200]} -> "
-                                          + (f"error: {error}" if error else "ok") + "\n")
-        feedback = (f"URL: {self.session.path()}\n{last}Step {self._step} of {self._limit}.\n\n"
-                    f"{self.session.snapshot()}")
+        last = (
+            ""
+            if action is None
+            else (f"Last action: {action.strip()[:200]} -> " + (f"error: {error}" if error else "ok") + "\n")
+        )
+        feedback = f"URL: {self.session.path()}\n{last}Step {self._step} of {self._limit}.\n\n{self.session.snapshot()}"
         self._obs = {"task": self._obs["task"], "feedback": feedback}
         out = dict(self._obs)
         if self.with_screenshot:
@@ -249,8 +262,13 @@ class BrowserFormEnv(SandgymEnv):
             captured[:] = [state]
             return state
 
-        self.last_verdict = verify(self.task.hidden, load_state, retries=self.verifier_retries,
-                                   violations=self.violations, session_error=session_error)
+        self.last_verdict = verify(
+            self.task.hidden,
+            load_state,
+            retries=self.verifier_retries,
+            violations=self.violations,
+            session_error=session_error,
+        )
         self.artifact = state_json(captured[0]) if captured else None
         self.timings["verify_s"] = time.perf_counter() - t0
         verdict = self.last_verdict
@@ -275,7 +293,11 @@ class BrowserFormEnv(SandgymEnv):
                 out["screenshot"] = self._screenshot_array()
             except Exception:
                 out["screenshot"] = np.zeros(self.observation_space["screenshot"].shape, np.uint8)
-        info = self._info(tool=tool, outcome=verdict.outcome.value, reward_valid=reward is not None,
-                          pass_rate=verdict.pass_rate,
-                          tests=[{"name": t.name, "status": t.status} for t in verdict.tests])
+        info = self._info(
+            tool=tool,
+            outcome=verdict.outcome.value,
+            reward_valid=reward is not None,
+            pass_rate=verdict.pass_rate,
+            tests=[{"name": t.name, "status": t.status} for t in verdict.tests],
+        )
         return out, float(reward or 0.0), not truncated, truncated, info

@@ -60,8 +60,9 @@ def register_miniwob() -> None:
     """One Gymnasium id per task page in the installed wheel."""
     for task in miniwob_tasks():
         if env_id(task) not in gym.registry:
-            gym.register(id=env_id(task), entry_point="sandgym.envs.browser_form.miniwob:MiniWoBEnv",
-                         kwargs={"task": task})
+            gym.register(
+                id=env_id(task), entry_point="sandgym.envs.browser_form.miniwob:MiniWoBEnv", kwargs={"task": task}
+            )
 
 
 def miniwob_app() -> AppSpec:
@@ -69,8 +70,12 @@ def miniwob_app() -> AppSpec:
     import importlib.metadata as md
 
     staged = stage_tree(html, f"miniwob-html-{md.version('miniwob')}")
-    return AppSpec(app="static_app:app", source_dir=stage_dir(Path(__file__).parent / "app"),
-                   env={"SANDGYM_STATIC_ROOT": STATIC_IN_SANDBOX}, mounts=((str(staged), STATIC_IN_SANDBOX),))
+    return AppSpec(
+        app="static_app:app",
+        source_dir=stage_dir(Path(__file__).parent / "app"),
+        env={"SANDGYM_STATIC_ROOT": STATIC_IN_SANDBOX},
+        mounts=((str(staged), STATIC_IN_SANDBOX),),
+    )
 
 
 class MiniWoBEnv(SandgymEnv):
@@ -81,11 +86,13 @@ class MiniWoBEnv(SandgymEnv):
     reward_scheme = "raw"
     mode = "multi"
 
-    def __init__(self, task: str, runtime: str | Runtime = "local", max_steps: int = 20,
-                 render_mode: str | None = None):
+    def __init__(
+        self, task: str, runtime: str | Runtime = "local", max_steps: int = 20, render_mode: str | None = None
+    ):
         if task not in miniwob_tasks():
-            raise ValueError(f"unknown MiniWoB task {task!r}; the wheel has {len(miniwob_tasks())}, "
-                             f"e.g. click-button, enter-text")
+            raise ValueError(
+                f"unknown MiniWoB task {task!r}; the wheel has {len(miniwob_tasks())}, e.g. click-button, enter-text"
+            )
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
         if render_mode not in (None, "ansi"):
@@ -117,25 +124,33 @@ class MiniWoBEnv(SandgymEnv):
         self.session.ensure_browser()
         page = self.session.new_page()
         page.goto(f"{self.session.origin}/miniwob/{self.task_name}.html", wait_until="load")
-        page.evaluate("([seed, t]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = t; core.startEpisodeReal(); }",
-                      [page_seed, NO_TIME_LIMIT_MS])
+        page.evaluate(
+            "([seed, t]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = t; core.startEpisodeReal(); }",
+            [page_seed, NO_TIME_LIMIT_MS],
+        )
         page.wait_for_function("() => WOB_TASK_READY === true", timeout=READY_TIMEOUT_MS)
         self.utterance = page.evaluate("() => core.getUtterance()")
         self.timings = {"create_s": time.perf_counter() - t0, "exec_s": 0.0, "verify_s": 0.0}
         self.last_verdict, self.artifact = None, None
         self._step, self._done = 0, False
-        self._obs = {"task": f"{self.utterance}\n\n{GRAMMAR} goto() is not available here.",
-                     "feedback": self._feedback(None, None)}
+        self._obs = {
+            "task": f"{self.utterance}\n\n{GRAMMAR} goto() is not available here.",
+            "feedback": self._feedback(None, None),
+        }
         return dict(self._obs), {"task": self.task_name, "seed": page_seed, "step": 0}
 
     def _feedback(self, action: str | None, error: str | None) -> str:
-        last = "" if action is None else (f"Last action: {action.strip()[:200]} -> "
-                                          + (f"error: {error}" if error else "ok") + "\n")
+        last = (
+            ""
+            if action is None
+            else (f"Last action: {action.strip()[:200]} -> " + (f"error: {error}" if error else "ok") + "\n")
+        )
         return f"{last}Step {self._step} of {self.max_steps}.\n\n{self.session.snapshot()}"
 
     def _wob(self) -> dict[str, Any]:
         return self.session.page.evaluate(
-            "() => ({done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON})")
+            "() => ({done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON})"
+        )
 
     def step(self, action: str):
         if self._done:
@@ -169,8 +184,13 @@ class MiniWoBEnv(SandgymEnv):
             self._obs = {"task": self._obs["task"], "feedback": self._feedback(action, error)}
         except SessionBroken as e:
             return self._finish(tool, session_error=str(e))
-        return dict(self._obs), 0.0, False, False, {"task": self.task_name, "step": self._step, "tool": tool,
-                                                     "error": error}
+        return (
+            dict(self._obs),
+            0.0,
+            False,
+            False,
+            {"task": self.task_name, "step": self._step, "tool": tool, "error": error},
+        )
 
     def _finish(self, tool: str, truncated: bool = False, session_error: str | None = None):
         self._done = True
@@ -189,13 +209,23 @@ class MiniWoBEnv(SandgymEnv):
             outcome = Outcome.PASSED if raw > 0 else Outcome.FAILED
             detail = str(wob.get("reason") or ("the episode did not finish" if not wob.get("done") else ""))
         self.artifact = None if session_error else json.dumps(wob, sort_keys=True)
-        self.last_verdict = Verdict(verifier_version=VERIFIER_VERSION, outcome=outcome, detail=detail,
-                                    attempts=[Attempt(outcome=outcome, detail=detail)])
+        self.last_verdict = Verdict(
+            verifier_version=VERIFIER_VERSION,
+            outcome=outcome,
+            detail=detail,
+            attempts=[Attempt(outcome=outcome, detail=detail)],
+        )
         self.timings["verify_s"] = time.perf_counter() - t0
         feedback = f"Verdict: {outcome.value} (raw reward {raw})."
         self._obs = {"task": self._obs["task"], "feedback": feedback}
-        info = {"task": self.task_name, "step": self._step, "tool": tool, "outcome": outcome.value,
-                "reward_valid": raw is not None, "raw_reward": raw}
+        info = {
+            "task": self.task_name,
+            "step": self._step,
+            "tool": tool,
+            "outcome": outcome.value,
+            "reward_valid": raw is not None,
+            "raw_reward": raw,
+        }
         return dict(self._obs), float(raw or 0.0), not truncated, truncated, info
 
     def render(self):

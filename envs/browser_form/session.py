@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from sandgym.errors import SandgymError
 from sandgym.runtimes import Runtime, SandboxError
 from sandgym.runtimes.browser import AppSpec, BrowserSandbox
 
 from .actions import GRAMMAR, Action, ActionError, Target
-from sandgym.errors import SandgymError
 
 ACTION_TIMEOUT_MS = 5_000
 LOAD_TIMEOUT_MS = 15_000
@@ -22,8 +22,21 @@ VIEWPORT = {"width": 1024, "height": 768}
 MAX_SNAPSHOT_CHARS = 30_000
 LAUNCH_ATTEMPTS = 3
 # URL schemes an agent may only use to escape the app: refused and recorded as a violation.
-ESCAPE_SCHEMES = ("file", "javascript", "data", "chrome", "chrome-extension", "about", "view-source",
-                  "blob", "filesystem", "devtools", "ws", "wss", "ftp")
+ESCAPE_SCHEMES = (
+    "file",
+    "javascript",
+    "data",
+    "chrome",
+    "chrome-extension",
+    "about",
+    "view-source",
+    "blob",
+    "filesystem",
+    "devtools",
+    "ws",
+    "wss",
+    "ftp",
+)
 
 
 class SessionBroken(SandgymError, RuntimeError):
@@ -55,8 +68,10 @@ def sandbox_owner(runtime: str | Runtime) -> tuple[int, int] | None:
     """The unprivileged uid/gid the browser runs as, from the runtime the env was given."""
     name = runtime if isinstance(runtime, str) else getattr(runtime, "name", type(runtime).__name__)
     if name != "local":
-        raise ValueError(f"runtime {name!r} cannot run the browser envs; supported: 'local' "
-                         "(Chromium and the app in a bubblewrap sandbox with a loopback-only network)")
+        raise ValueError(
+            f"runtime {name!r} cannot run the browser envs; supported: 'local' "
+            "(Chromium and the app in a bubblewrap sandbox with a loopback-only network)"
+        )
     return None if isinstance(runtime, str) else getattr(runtime, "drop_to", None)
 
 
@@ -109,8 +124,9 @@ class BrowserSession:
         self.close_context()
         assert self.sandbox is not None and self.sandbox.browser is not None
         self.broken = None
-        self.context = self.sandbox.browser.new_context(viewport=VIEWPORT, service_workers="block",
-                                                        accept_downloads=False)
+        self.context = self.sandbox.browser.new_context(
+            viewport=VIEWPORT, service_workers="block", accept_downloads=False
+        )
         self.context.set_default_timeout(ACTION_TIMEOUT_MS)
         self.context.set_default_navigation_timeout(LOAD_TIMEOUT_MS)
         if cookies:
@@ -146,7 +162,7 @@ class BrowserSession:
     def path(self) -> str:
         url = self.page.url
         if url.startswith(self.origin):
-            return url[len(self.origin):] or "/"
+            return url[len(self.origin) :] or "/"
         return url
 
     def snapshot(self) -> str:
@@ -174,11 +190,10 @@ class BrowserSession:
         parts = urlsplit(raw)
         scheme = parts.scheme.lower()
         if scheme in ESCAPE_SCHEMES or (scheme and scheme not in ("http", "https")):
-            raise ActionRefused(f"goto({raw!r}) refused: only paths inside the app, like \"/profile\"",
-                                violation=True)
+            raise ActionRefused(f'goto({raw!r}) refused: only paths inside the app, like "/profile"', violation=True)
         if scheme or raw.startswith("//"):
             if f"{parts.scheme}://{parts.netloc}" != self.origin:
-                raise ActionRefused(f"goto({raw!r}) refused: it leaves the app; give a path like \"/profile\"")
+                raise ActionRefused(f'goto({raw!r}) refused: it leaves the app; give a path like "/profile"')
             return raw
         if not raw.startswith("/") or "\\" in raw:
             raise ActionRefused(f"goto({raw!r}) refused: a path inside the app starts with '/', like \"/profile\"")
@@ -194,8 +209,9 @@ class BrowserSession:
             what = f'"{target.role}:{target.name}"'
         n = loc.count()
         if n == 0:
-            raise LookupError(f"no element {what} on this page (refs change when the page changes: "
-                              "use one from the latest snapshot)")
+            raise LookupError(
+                f"no element {what} on this page (refs change when the page changes: use one from the latest snapshot)"
+            )
         if n > 1:
             raise LookupError(f"{what} matches {n} elements; use a ref from the snapshot")
         return loc

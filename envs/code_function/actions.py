@@ -79,5 +79,6 @@ def parse_action(text: str, entry_point: str, multi_turn: bool) -> ParsedAction:
             submit = True
             text = text.split(first, 1)[1] if first in text else text
     code, problem = extract_code(text, entry_point)
-    return ParsedAction(submit=submit, code=code, problem=problem,
-                        any_code=code is not None or not problem.startswith("no code found"))
+    return ParsedAction(
+        submit=submit, code=code, problem=problem, any_code=code is not None or not problem.startswith("no code found")
+    )

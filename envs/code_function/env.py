@@ -18,8 +18,8 @@ from sandgym.envs.base import SandgymEnv
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.spaces import UnicodeText
-from sandgym.specs.code_function import CodeTaskPair
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
+from sandgym.specs.code_function import CodeTaskPair
 from sandgym.verifiers.code_function.host import boundary_mount, candidate_isolation, run_examples, verify
 from sandgym.verifiers.models import RewardScheme, Verdict
 
@@ -104,8 +104,12 @@ class CodeFunctionEnv(SandgymEnv):
     @property
     def config(self) -> dict[str, Any]:
         """The settings that shape episodes, as make() kwargs (for records)."""
-        return {"mode": self.mode, "max_turns": self.max_turns, "reward": self.reward_scheme,
-                "verifier_retries": self.verifier_retries}
+        return {
+            "mode": self.mode,
+            "max_turns": self.max_turns,
+            "reward": self.reward_scheme,
+            "verifier_retries": self.verifier_retries,
+        }
 
     # -- gymnasium API ---------------------------------------------------------
 
@@ -137,8 +141,7 @@ class CodeFunctionEnv(SandgymEnv):
             return self._observe(f"{parsed.problem}. Turn {self._turn} of {self.max_turns}.", "invalid")
         self._last_code = parsed.code
         t0 = time.perf_counter()
-        feedback = run_examples(self._agent_sandbox(), self.task, parsed.code,
-                                candidate_isolation(self.runtime))
+        feedback = run_examples(self._agent_sandbox(), self.task, parsed.code, candidate_isolation(self.runtime))
         self.timings["exec_s"] += time.perf_counter() - t0
         return self._observe(f"{feedback}\n\nTurn {self._turn} of {self.max_turns}.", "run")
 
@@ -156,13 +159,33 @@ class CodeFunctionEnv(SandgymEnv):
 
     def chat_tools(self) -> list[dict[str, Any]]:
         """`submit_code` (and `run_code` in multi mode); a call becomes this env's text grammar."""
-        code = {"type": "object", "required": ["code"],
-                "properties": {"code": {"type": "string", "description": "Complete Python code."}}}
-        tools = [{"type": "function", "function": {"name": "submit_code", "parameters": code,
-                  "description": "Submit the final code for grading. Ends the episode."}}]
+        code = {
+            "type": "object",
+            "required": ["code"],
+            "properties": {"code": {"type": "string", "description": "Complete Python code."}},
+        }
+        tools = [
+            {
+                "type": "function",
+                "function": {
+                    "name": "submit_code",
+                    "parameters": code,
+                    "description": "Submit the final code for grading. Ends the episode.",
+                },
+            }
+        ]
         if self.mode == "multi":
-            tools.insert(0, {"type": "function", "function": {"name": "run_code", "parameters": code,
-                             "description": "Run the code on the task's visible examples and see the results."}})
+            tools.insert(
+                0,
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "run_code",
+                        "parameters": code,
+                        "description": "Run the code on the task's visible examples and see the results.",
+                    },
+                },
+            )
         return tools
 
     def tool_action(self, name: str, arguments: dict[str, Any]) -> str:
@@ -186,8 +209,7 @@ class CodeFunctionEnv(SandgymEnv):
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         assert self.task is not None
-        return {"task_id": self.task.id, "mode": self.mode, "turn": self._turn,
-                "max_turns": self.max_turns, **extra}
+        return {"task_id": self.task.id, "mode": self.mode, "turn": self._turn, "max_turns": self.max_turns, **extra}
 
     def _observe(self, feedback: str, tool: str):
         self._obs = {"task": self._obs["task"], "feedback": feedback}
@@ -215,8 +237,9 @@ class CodeFunctionEnv(SandgymEnv):
         self._close_sandbox()
         self.submitted_code = self.artifact = code  # what was verified
         if code is None:
-            self.last_verdict = Verdict(verifier_version="none", outcome=Outcome.FAILED,
-                                        detail=problem or "nothing was submitted")
+            self.last_verdict = Verdict(
+                verifier_version="none", outcome=Outcome.FAILED, detail=problem or "nothing was submitted"
+            )
             feedback = f"{problem}. The episode is over: nothing was verified."
         else:
             self.last_verdict = verify(self.task, code, self.runtime, retries=self.verifier_retries)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
 from sandgym.specs import TaskSet, TaskSetMeta, TaskSpecError, format_validation_error
+from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
 
 HUMANEVAL_FIELDS = ("task_id", "prompt", "entry_point", "test", "canonical_solution")
 
@@ -37,15 +37,23 @@ def humaneval_task(row: dict, where: str, timeout_s: float = 10.0) -> CodeTaskPa
     runs in the verifier's process with the prompt's helpers in scope."""
     missing = [k for k in HUMANEVAL_FIELDS if not isinstance(row.get(k), str)]
     if missing:
-        raise TaskSpecError(f"{where}: field `{missing[0]}` missing or not a string (HumanEval rows need {', '.join(HUMANEVAL_FIELDS)})")
+        raise TaskSpecError(
+            f"{where}: field `{missing[0]}` missing or not a string (HumanEval rows need {', '.join(HUMANEVAL_FIELDS)})"
+        )
     try:
         visible = CodeTask(
-            id=row["task_id"], title=row["task_id"], entry_point=row["entry_point"],
-            prompt=row["prompt"], context_code=row["prompt"], tags=["humaneval"],
-            timeout_s=timeout_s, source="humaneval",
+            id=row["task_id"],
+            title=row["task_id"],
+            entry_point=row["entry_point"],
+            prompt=row["prompt"],
+            context_code=row["prompt"],
+            tags=["humaneval"],
+            timeout_s=timeout_s,
+            source="humaneval",
         )
         hidden = CodeHidden(
-            id=row["task_id"], check_code=row["test"],
+            id=row["task_id"],
+            check_code=row["test"],
             reference_solution=row["prompt"] + row["canonical_solution"],
         )
     except ValidationError as e:
@@ -53,8 +61,7 @@ def humaneval_task(row: dict, where: str, timeout_s: float = 10.0) -> CodeTaskPa
     return CodeTaskPair(visible=visible, hidden=hidden)
 
 
-def import_humaneval(src: str | Path, out: str | Path, name: str = "humaneval",
-                     timeout_s: float = 10.0) -> TaskSet:
+def import_humaneval(src: str | Path, out: str | Path, name: str = "humaneval", timeout_s: float = 10.0) -> TaskSet:
     src, out = Path(src), Path(out)
     if (out / "taskset.yaml").exists() or (out / "tasks").exists():
         raise TaskSpecError(f"{out}: already holds a task set; choose another --out folder or remove it")
@@ -66,8 +73,12 @@ def import_humaneval(src: str | Path, out: str | Path, name: str = "humaneval",
         if not isinstance(row, dict):
             raise TaskSpecError(f"{src}:{n}: expected a JSON object per line")
         tasks.append(humaneval_task(row, f"{src}:{n}", timeout_s))
-    meta = TaskSetMeta(name=name, family="code_function", version=1,
-                       description=f"Imported from {src.name} (HumanEval format), {len(tasks)} problems.")
+    meta = TaskSetMeta(
+        name=name,
+        family="code_function",
+        version=1,
+        description=f"Imported from {src.name} (HumanEval format), {len(tasks)} problems.",
+    )
     task_set = TaskSet(meta, tasks)
     task_set.write(out)
     return TaskSet.load(out)

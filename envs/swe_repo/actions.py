@@ -27,11 +27,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
 from sandgym.errors import SandgymError
 
 TOOLS = ("bash", "view", "str_replace", "create", "run_tests", "submit")
-ALIASES = {"": "bash", "sh": "bash", "shell": "bash", "console": "bash", "str-replace": "str_replace",
-           "edit": "str_replace", "run-tests": "run_tests", "test": "run_tests"}
+ALIASES = {
+    "": "bash",
+    "sh": "bash",
+    "shell": "bash",
+    "console": "bash",
+    "str-replace": "str_replace",
+    "edit": "str_replace",
+    "run-tests": "run_tests",
+    "test": "run_tests",
+}
 # Keys each tool accepts in the dict form, and which are required.
 KEYS = {
     "bash": ({"command"}, {"command"}),
@@ -55,9 +64,11 @@ class ActionError(SandgymError, ValueError):
     """The action could not be read; the message says how to write it."""
 
 
-GRAMMAR_HINT = ("Write one fenced block whose info string names the tool: ```bash, ```view PATH [START END], "
-                "```str_replace PATH (old text, a line =======, new text), ```create PATH, ```run_tests, "
-                "```submit; or send a dict such as {\"tool\": \"bash\", \"command\": \"ls\"}.")
+GRAMMAR_HINT = (
+    "Write one fenced block whose info string names the tool: ```bash, ```view PATH [START END], "
+    "```str_replace PATH (old text, a line =======, new text), ```create PATH, ```run_tests, "
+    '```submit; or send a dict such as {"tool": "bash", "command": "ls"}.'
+)
 
 
 def parse_action(action: Any) -> ToolCall:
@@ -176,9 +187,10 @@ def _from_text(text: str) -> ToolCall:
         lines = lines[:-1]
     seps = [i for i, ln in enumerate(lines) if ln.rstrip() == SEPARATOR]
     if len(seps) != 1:
-        raise ActionError(f"```str_replace needs exactly one line {SEPARATOR} between the old and the new "
-                          f"text; found {len(seps)}")
-    old, new = "\n".join(lines[:seps[0]]), "\n".join(lines[seps[0] + 1:])
+        raise ActionError(
+            f"```str_replace needs exactly one line {SEPARATOR} between the old and the new text; found {len(seps)}"
+        )
+    old, new = "\n".join(lines[: seps[0]]), "\n".join(lines[seps[0] + 1 :])
     if not old.strip():
         raise ActionError("```str_replace: the old text (above =======) is empty")
     return ToolCall("str_replace", {"path": path, "old": old, "new": new})
@@ -216,7 +228,14 @@ def chat_tools() -> list[dict]:
             props[key] = {"type": kind, "description": doc}
             if kind == "array":
                 props[key]["items"] = {"type": "string"}
-        tools.append({"type": "function", "function": {
-            "name": name, "description": _TOOL_DOCS[name],
-            "parameters": {"type": "object", "properties": props, "required": sorted(required)}}})
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": name,
+                    "description": _TOOL_DOCS[name],
+                    "parameters": {"type": "object", "properties": props, "required": sorted(required)},
+                },
+            }
+        )
     return tools

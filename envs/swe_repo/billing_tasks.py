@@ -21,10 +21,10 @@ from pathlib import Path
 
 from sandgym.runtimes import get_runtime
 from sandgym.specs import TaskSet, TaskSetMeta, bundled_dir, make_pair
-from sandgym.verifiers.swe_repo.checkout import git_env
-from sandgym.verifiers.swe_repo.sources import bundled_projects_dir
 from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask
+from sandgym.verifiers.swe_repo.checkout import git_env
 from sandgym.verifiers.swe_repo.host import run_tests, verify
+from sandgym.verifiers.swe_repo.sources import bundled_projects_dir
 
 OUT = bundled_dir() / "swe_repo" / "billing-v1"
 
@@ -43,8 +43,14 @@ those should be 0.13 and 2.68. Negative amounts (credit notes) are affected the 
 
 It looks like it only happens when the digit after the last cent is exactly 5.
 """,
-        "bug": [("billing/money.py", "from decimal import ROUND_HALF_UP, Decimal", "from decimal import ROUND_HALF_EVEN, Decimal"),
-                ("billing/money.py", "rounding=ROUND_HALF_UP)", "rounding=ROUND_HALF_EVEN)")],
+        "bug": [
+            (
+                "billing/money.py",
+                "from decimal import ROUND_HALF_UP, Decimal",
+                "from decimal import ROUND_HALF_EVEN, Decimal",
+            ),
+            ("billing/money.py", "rounding=ROUND_HALF_UP)", "rounding=ROUND_HALF_EVEN)"),
+        ],
         "hide": [],
     },
     {
@@ -60,8 +66,13 @@ When a line item has a discount, the VAT on the invoice is too high.
 Tax must be computed on each line's net amount (after its discount). Tax-exempt lines must
 stay untaxed.
 """,
-        "bug": [("billing/invoice.py", "total = total + (line.net(self.currency) * rate).rounded()",
-                 "total = total + (line.gross(self.currency) * rate).rounded()")],
+        "bug": [
+            (
+                "billing/invoice.py",
+                "total = total + (line.net(self.currency) * rate).rounded()",
+                "total = total + (line.gross(self.currency) * rate).rounded()",
+            )
+        ],
         "hide": [],
     },
     {
@@ -75,20 +86,35 @@ Applying a voucher worth more than the item makes the invoice total negative.
 
 A discount can at most bring a line down to zero; it must never turn a line into a credit.
 """,
-        "bug": [("billing/discounts.py", "        return self.value if self.value <= gross else gross\n",
-                 "        return self.value\n")],
-        "hide": [("tests/test_discounts.py", '''
+        "bug": [
+            (
+                "billing/discounts.py",
+                "        return self.value if self.value <= gross else gross\n",
+                "        return self.value\n",
+            )
+        ],
+        "hide": [
+            (
+                "tests/test_discounts.py",
+                """
 
 def test_fixed_off_is_capped_at_gross():
     assert FixedOff(eur("15.00")).amount(eur("10.00"), 1) == eur("10.00")
-''', ""),
-                 ("tests/test_invoice.py", '''
+""",
+                "",
+            ),
+            (
+                "tests/test_invoice.py",
+                """
 
 def test_fixed_discount_never_makes_a_line_negative():
     inv = Invoice("EUR", "DE").add(LineItem("Gift card", Decimal("5.00"), discount=FixedOff(eur("8.00"))))
     assert inv.subtotal() == eur("0.00")
     assert inv.total() == eur("0.00")
-''', "")],
+""",
+                "",
+            ),
+        ],
     },
     {
         "id": "billing/bulk-threshold",
@@ -98,23 +124,39 @@ Our price list says "10% off from 100 units", and `BulkDiscount(100, Decimal(10)
 configured. An order of exactly 100 bolts gets no discount at all; 101 bolts do get it.
 The discount should apply as soon as the quantity reaches `min_quantity`.
 """,
-        "bug": [("billing/discounts.py", "        if quantity >= self.min_quantity:\n",
-                 "        if quantity > self.min_quantity:\n")],
-        "hide": [("tests/test_discounts.py", '''
+        "bug": [
+            (
+                "billing/discounts.py",
+                "        if quantity >= self.min_quantity:\n",
+                "        if quantity > self.min_quantity:\n",
+            )
+        ],
+        "hide": [
+            (
+                "tests/test_discounts.py",
+                """
 
 def test_bulk_discount_at_threshold():
     assert BulkDiscount(10, Decimal(5)).amount(eur("100.00"), 10) == eur("5.00")
-''', ""),
-                 ("tests/test_invoice.py", '''
+""",
+                "",
+            ),
+            (
+                "tests/test_invoice.py",
+                """
 
 def test_bulk_discount_on_invoice():
     inv = Invoice("EUR", "US-OR").add(LineItem("Bolt", Decimal("0.50"), quantity=100,
                                                discount=BulkDiscount(100, Decimal(10))))
     assert inv.discount_total() == eur("5.00")
     assert inv.total() == eur("45.00")
-''', "")],
+""",
+                "",
+            ),
+        ],
         # A new test file, added by the test patch (pre-creating it must not help).
-        "new_tests": {"tests/test_bulk_pricing.py": '''\
+        "new_tests": {
+            "tests/test_bulk_pricing.py": """\
 from decimal import Decimal
 
 from billing import BulkDiscount, Invoice, LineItem, Money
@@ -136,7 +178,8 @@ def test_invoice_at_threshold():
     inv = Invoice("USD", "US-OR").add(LineItem("Bolt", Decimal("0.50"), quantity=100,
                                                discount=BulkDiscount(100, Decimal(10))))
     assert str(inv.total()) == "USD 45.00"
-'''},
+"""
+        },
     },
     {
         "id": "billing/zero-decimal-display",
@@ -147,8 +190,13 @@ def test_invoice_at_threshold():
 rounded, too). Amounts should be printed with the currency's own number of decimals
 (`minor_units`), with thousands separators as before.
 """,
-        "bug": [("billing/money.py", 'return f"{self.currency} {round_amount(self.amount, self.currency):,}"',
-                 'return f"{self.currency} {self.amount:,.2f}"')],
+        "bug": [
+            (
+                "billing/money.py",
+                'return f"{self.currency} {round_amount(self.amount, self.currency):,}"',
+                'return f"{self.currency} {self.amount:,.2f}"',
+            )
+        ],
         "hide": [],
     },
 ]
@@ -180,8 +228,9 @@ def diff(a: Path, b: Path) -> str:
         for p in b.iterdir():
             (shutil.copytree if p.is_dir() else shutil.copy2)(p, repo / p.name)
         run("add", "-A", "-f")
-        return subprocess.run(["git", "diff", "--cached", "--binary"], cwd=repo, env=env, check=True,
-                              capture_output=True, text=True).stdout
+        return subprocess.run(
+            ["git", "diff", "--cached", "--binary"], cwd=repo, env=env, check=True, capture_output=True, text=True
+        ).stdout
     finally:
         shutil.rmtree(work)
 
@@ -211,7 +260,9 @@ def main() -> None:
             full_fixed = verified.with_name(verified.name + "-fixed")
             shutil.copytree(verified, full_fixed)
             edit(full_fixed, [(f, new, old) for f, old, new in t["bug"]])
-            env_default = SWETask(id="x", problem_statement="x", repo=RepoSource(kind="bundled", name="billing")).environment
+            env_default = SWETask(
+                id="x", problem_statement="x", repo=RepoSource(kind="bundled", name="billing")
+            ).environment
             broken = run_tests(runtime, verified, env_default, None, 120)
             good = run_tests(runtime, full_fixed, env_default, None, 120)
             assert broken.valid and good.valid, (broken.problem, good.problem)
@@ -219,13 +270,19 @@ def main() -> None:
             p2p = sorted(x for x, s in good.statuses.items() if s == "passed" and broken.status(x) == "passed")
             assert f2p, t["id"]
             visible = SWETask(
-                id=t["id"], title=t["title"], problem_statement=t["issue"],
-                repo=RepoSource(kind="bundled", name="billing"), base_patch=diff(pristine, start),
-                visible_tests=["tests"], timeout_s=120, source="sandgym (hand-written)",
+                id=t["id"],
+                title=t["title"],
+                problem_statement=t["issue"],
+                repo=RepoSource(kind="bundled", name="billing"),
+                base_patch=diff(pristine, start),
+                visible_tests=["tests"],
+                timeout_s=120,
+                source="sandgym (hand-written)",
                 tags=["billing", "bundled"],
             )
-            hidden = SWEHidden(id=t["id"], patch=diff(start, fixed), test_patch=test_patch,
-                               FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p)
+            hidden = SWEHidden(
+                id=t["id"], patch=diff(start, fixed), test_patch=test_patch, FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p
+            )
             pair = make_pair(visible, hidden)
             gold = verify(pair, hidden.patch, runtime)
             null = verify(pair, "", runtime)
@@ -238,8 +295,12 @@ def main() -> None:
         runtime.close()
     if OUT.exists():
         shutil.rmtree(OUT)
-    meta = TaskSetMeta(name="billing-v1", family="swe_repo", version=1,
-                       description="Hand-written issues on the bundled billing project (sandgym's own code).")
+    meta = TaskSetMeta(
+        name="billing-v1",
+        family="swe_repo",
+        version=1,
+        description="Hand-written issues on the bundled billing project (sandgym's own code).",
+    )
     TaskSet(meta, pairs).write(OUT)
     print(f"wrote {len(pairs)} tasks to {OUT}")
 

@@ -28,20 +28,28 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 from gymnasium import spaces
 
 from sandgym.envs.base import SandgymEnv
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
-from sandgym.runtimes.pool import SandboxPool
 from sandgym.runtimes.base import Mount
+from sandgym.runtimes.pool import SandboxPool
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskPair, TaskSet, choose_task, load_family_task_set
-from sandgym.verifiers.swe_repo.checkout import StartState, start_state
 from sandgym.verifiers.models import Verdict
-from sandgym.verifiers.swe_repo.host import MAX_DIFF_BYTES, REPO_DIR, VENV_DIR, WORKSPACE, run_in_sandbox, sandbox_spec, status_text, verify
+from sandgym.verifiers.swe_repo.checkout import StartState, start_state
+from sandgym.verifiers.swe_repo.host import (
+    MAX_DIFF_BYTES,
+    REPO_DIR,
+    VENV_DIR,
+    WORKSPACE,
+    run_in_sandbox,
+    sandbox_spec,
+    status_text,
+    verify,
+)
 
 from .actions import ActionError, ToolCall, chat_tools, parse_action
 
@@ -150,8 +158,12 @@ class SWERepoEnv(SandgymEnv):
     @property
     def config(self) -> dict[str, Any]:
         """The settings that shape episodes, as make() kwargs (for records)."""
-        return {"max_steps": self.max_steps, "command_timeout_s": self.command_timeout_s,
-                "verifier_retries": self.verifier_retries, "warm_pool": self.warm_pool}
+        return {
+            "max_steps": self.max_steps,
+            "command_timeout_s": self.command_timeout_s,
+            "verifier_retries": self.verifier_retries,
+            "warm_pool": self.warm_pool,
+        }
 
     # -- gymnasium API ---------------------------------------------------------------
 
@@ -218,8 +230,10 @@ class SWERepoEnv(SandgymEnv):
         assert self.task is not None, "call reset() first"
         patch = self.task.hidden.patch
         marker = "SANDGYM_GOLD_PATCH_EOF"
-        return [{"tool": "bash", "command": f"git apply --whitespace=nowarn <<'{marker}'\n{patch}{marker}\n"},
-                {"tool": "submit"}]
+        return [
+            {"tool": "bash", "command": f"git apply --whitespace=nowarn <<'{marker}'\n{patch}{marker}\n"},
+            {"tool": "submit"},
+        ]
 
     def null_actions(self) -> list[dict]:
         return [{"tool": "submit"}]
@@ -238,27 +252,45 @@ class SWERepoEnv(SandgymEnv):
         base = sandbox_spec(env, timeout, self._start.size_bytes, "agent", self.task.visible.repo.name)
         tools = Mount(source=str(stage_dir(Path(__file__).parent / "sandbox_tools")), target=TOOLS_DIR)
         root = REPO_DIR if env.import_root in (".", "") else f"{REPO_DIR}/{env.import_root}"
-        return base.model_copy(update={
-            "mounts": (*base.mounts, tools),
-            "wall_timeout_s": self.max_steps * (timeout + 30) + 600,
-            "env": {"PATH": f"{VENV_DIR}/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONPATH": root,
-                    "VIRTUAL_ENV": VENV_DIR, "GIT_PAGER": "cat", "PAGER": "cat", "TERM": "dumb"},
-        })
+        return base.model_copy(
+            update={
+                "mounts": (*base.mounts, tools),
+                "wall_timeout_s": self.max_steps * (timeout + 30) + 600,
+                "env": {
+                    "PATH": f"{VENV_DIR}/bin:/usr/local/bin:/usr/bin:/bin",
+                    "PYTHONPATH": root,
+                    "VIRTUAL_ENV": VENV_DIR,
+                    "GIT_PAGER": "cat",
+                    "PAGER": "cat",
+                    "TERM": "dumb",
+                },
+            }
+        )
 
     def _run_tool(self, call: ToolCall) -> str:
         assert self._sandbox is not None and self.task is not None
         if call.tool == "bash":
-            res = self._sandbox.exec(["/bin/bash", "-c", SHELL_WRAPPER, "bash", call.args["command"]],
-                                     timeout=self.command_timeout_s, cwd=REPO_DIR, max_output=4 << 20)
+            res = self._sandbox.exec(
+                ["/bin/bash", "-c", SHELL_WRAPPER, "bash", call.args["command"]],
+                timeout=self.command_timeout_s,
+                cwd=REPO_DIR,
+                max_output=4 << 20,
+            )
             out = res.text("stdout")
             if res.timed_out:
-                return f"{out}\n[the command timed out after {self.command_timeout_s:g} s and was killed; " \
-                       f"cwd and exports of this command were not saved]"
+                return (
+                    f"{out}\n[the command timed out after {self.command_timeout_s:g} s and was killed; "
+                    f"cwd and exports of this command were not saved]"
+                )
             return f"{out}\n[exit code {res.exit_code}]" if res.exit_code else (out or "[no output, exit code 0]")
         if call.tool in ("view", "str_replace", "create"):
             req = {"op": call.tool, **call.args}
-            res = self._sandbox.run_python(f"{TOOLS_DIR}/editor.py", stdin=json.dumps(req).encode(),
-                                           timeout=self.command_timeout_s, max_output=8 << 20)
+            res = self._sandbox.run_python(
+                f"{TOOLS_DIR}/editor.py",
+                stdin=json.dumps(req).encode(),
+                timeout=self.command_timeout_s,
+                max_output=8 << 20,
+            )
             try:
                 reply = json.loads(res.stdout.strip().splitlines()[-1])
                 return reply["text"] if reply["ok"] else f"Error: {reply['text']}"
@@ -293,11 +325,14 @@ class SWERepoEnv(SandgymEnv):
     def _take_diff(self) -> tuple[str, str]:
         """(diff against the base commit with untracked files, problem)."""
         assert self._sandbox is not None and self._start is not None
-        cmd = (f"git {' '.join(GIT_SAFE)} add -A >/dev/null && "
-               f"git {' '.join(GIT_SAFE)} diff --cached --binary --no-color --no-ext-diff --no-textconv "
-               f"--no-renames {self._start.base_commit}")
-        res = self._sandbox.exec(["/bin/sh", "-c", cmd], timeout=120, cwd=REPO_DIR, env=GIT_ENV,
-                                 max_output=MAX_DIFF_BYTES + 1)
+        cmd = (
+            f"git {' '.join(GIT_SAFE)} add -A >/dev/null && "
+            f"git {' '.join(GIT_SAFE)} diff --cached --binary --no-color --no-ext-diff --no-textconv "
+            f"--no-renames {self._start.base_commit}"
+        )
+        res = self._sandbox.exec(
+            ["/bin/sh", "-c", cmd], timeout=120, cwd=REPO_DIR, env=GIT_ENV, max_output=MAX_DIFF_BYTES + 1
+        )
         if res.truncated or len(res.stdout) > MAX_DIFF_BYTES:
             return "", f"the diff is larger than {MAX_DIFF_BYTES} bytes; nothing was submitted"
         if not res.ok:
@@ -313,16 +348,25 @@ class SWERepoEnv(SandgymEnv):
         self.artifact = diff
         self._close_sandbox(reuse=not lost)
         if problem and not diff:
-            self.last_verdict = Verdict(verifier_version="none", outcome=Outcome.ENV_ERROR if lost else Outcome.FAILED,
-                                        status="ENV_ERROR" if lost else "EMPTY", detail=problem)
+            self.last_verdict = Verdict(
+                verifier_version="none",
+                outcome=Outcome.ENV_ERROR if lost else Outcome.FAILED,
+                status="ENV_ERROR" if lost else "EMPTY",
+                detail=problem,
+            )
         else:
             self.last_verdict = verify(self.task, diff, self.runtime, retries=self.verifier_retries)
         self.timings["verify_s"] = self.last_verdict.verify_s
         verdict = self.last_verdict
         reward = verdict.reward("binary")
-        info = self._info(tool="submit", outcome=verdict.outcome.value, status=verdict.status,
-                          reward_valid=reward is not None, violations=list(verdict.violations),
-                          tests=[{"name": t.name, "status": t.status} for t in verdict.tests])
+        info = self._info(
+            tool="submit",
+            outcome=verdict.outcome.value,
+            status=verdict.status,
+            reward_valid=reward is not None,
+            violations=list(verdict.violations),
+            tests=[{"name": t.name, "status": t.status} for t in verdict.tests],
+        )
         self._obs = {"task": self._obs["task"], "feedback": cap(before + status_text(verdict))}
         return dict(self._obs), float(reward or 0.0), True, False, info
 
@@ -335,8 +379,7 @@ class SWERepoEnv(SandgymEnv):
     def _after(self, feedback: str, tool: str):
         if self._steps >= self.max_steps:
             return self._finish(f"{feedback}\n\nThe {self.max_steps} steps are used up: your work was submitted.\n")
-        self._obs = {"task": self._obs["task"],
-                     "feedback": f"{feedback}\n[step {self._steps} of {self.max_steps}]"}
+        self._obs = {"task": self._obs["task"], "feedback": f"{feedback}\n[step {self._steps} of {self.max_steps}]"}
         return dict(self._obs), 0.0, False, False, self._info(tool=tool)
 
     def _info(self, **extra: Any) -> dict[str, Any]:

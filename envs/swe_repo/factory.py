@@ -29,31 +29,63 @@ import tempfile
 import threading
 import time
 import tomllib
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from email.parser import Parser
 from pathlib import Path
-from typing import Callable
 
-from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
-from sandgym.verifiers.swe_repo.checkout import GIT_IDENTITY
 from sandgym.envs.swe_repo.issues import write_issue
 from sandgym.envs.swe_repo.mutations import Mutation, find_mutations
-from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_sdist, pristine_tree, test_venv
-from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask, TestEnvironment
 from sandgym.errors import SandgymError
+from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
+from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask, TestEnvironment
+from sandgym.verifiers.swe_repo.checkout import GIT_IDENTITY
+from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_sdist, pristine_tree, test_venv
 
 FACTORY_VERSION = 1
 PIN_PYTEST = "pytest==8.3.4"  # the verifier's base requirement; resolved pins must agree with it
 # Dependency names that are tooling around tests, not needed to run them here
 # (coverage and linters; benchmark plugins; the runner's own pytest).
-TOOLING = {"pytest", "coverage", "pytest-cov", "pycodestyle", "flake8", "ruff", "mypy", "pyright", "ty", "black",
-           "isort", "pre-commit", "tox", "nox", "pytest-benchmark", "pytest-codspeed", "codecov", "pylint",
-           "atheris", "pytest-xdist", "pytest-randomly", "pytest-timeout", "build", "twine", "wheel", "setuptools"}
+TOOLING = {
+    "pytest",
+    "coverage",
+    "pytest-cov",
+    "pycodestyle",
+    "flake8",
+    "ruff",
+    "mypy",
+    "pyright",
+    "ty",
+    "black",
+    "isort",
+    "pre-commit",
+    "tox",
+    "nox",
+    "pytest-benchmark",
+    "pytest-codspeed",
+    "codecov",
+    "pylint",
+    "atheris",
+    "pytest-xdist",
+    "pytest-randomly",
+    "pytest-timeout",
+    "build",
+    "twine",
+    "wheel",
+    "setuptools",
+}
 TEST_EXTRAS = ("test", "tests", "testing")
-REQUIREMENT_FILES = ("requirements-test.txt", "requirements-tests.txt", "requirements_test.txt",
-                     "test-requirements.txt", "requirements/test.txt", "requirements/tests.txt",
-                     "requirements/testing.txt", "tests/requirements.txt")
+REQUIREMENT_FILES = (
+    "requirements-test.txt",
+    "requirements-tests.txt",
+    "requirements_test.txt",
+    "test-requirements.txt",
+    "requirements/test.txt",
+    "requirements/tests.txt",
+    "requirements/testing.txt",
+    "tests/requirements.txt",
+)
 MAX_F2P_SHARE = 0.5  # a mutant failing more of the suite breaks the package, not one behaviour
 
 
@@ -88,16 +120,19 @@ class FactoryStats:
         return self.validated / self.minutes if self.minutes else 0.0
 
     def line(self) -> str:
-        return (f"{self.package}: {self.validated} validated of {self.tried} mutants tried "
-                f"({self.survived} survived, {self.broke_import} broke collection, {self.too_broad} too broad, "
-                f"{self.timed_out} hung, {self.invalid} failed validation) in {self.minutes:.1f} min "
-                f"= {self.per_minute:.1f} tasks/min; usable tests {self.usable_tests}, flaky {self.flaky_tests}")
+        return (
+            f"{self.package}: {self.validated} validated of {self.tried} mutants tried "
+            f"({self.survived} survived, {self.broke_import} broke collection, {self.too_broad} too broad, "
+            f"{self.timed_out} hung, {self.invalid} failed validation) in {self.minutes:.1f} min "
+            f"= {self.per_minute:.1f} tasks/min; usable tests {self.usable_tests}, flaky {self.flaky_tests}"
+        )
 
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
 # -- package, requirements -------------------------------------------------------
+
 
 def parse_package(spec: str) -> tuple[str, str]:
     m = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)\s*==\s*([A-Za-z0-9.+!\-]+)\s*", spec)
@@ -170,9 +205,25 @@ def pin_requirements(requirements: list[str]) -> list[str]:
         return []
 
     def resolve(reqs: list[str]) -> dict[str, str]:
-        r = subprocess.run([sys.executable, "-m", "pip", "--python", SANDBOX_PYTHON, "install", "--dry-run",
-                            "--ignore-installed", "--quiet", "--disable-pip-version-check", "--report", "-", *reqs],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "--python",
+                SANDBOX_PYTHON,
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--report",
+                "-",
+                *reqs,
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             raise FactoryError(f"cannot resolve test requirements {reqs}: {r.stderr[-1500:]}")
         report = json.loads(r.stdout)
@@ -193,6 +244,7 @@ def detect_import_root(tree: Path) -> str:
 
 # -- which files are tests, which are source ---------------------------------------
 
+
 def is_test_path(path: str) -> bool:
     """The verifier's notion of a test file (it refuses agents' edits there)."""
     from sandgym.verifiers.swe_repo.host import protected_reason
@@ -208,8 +260,17 @@ def source_files(tree: Path, import_root: str) -> list[str]:
     for p in sorted(root.rglob("*.py")):
         rel = p.relative_to(tree).as_posix()
         parts = set(Path(rel).parts)
-        if is_test_path(rel) or parts & {"docs", "doc", "examples", "benchmark", "benchmarks", "tools", "scripts",
-                                           "build", ".github"}:
+        if is_test_path(rel) or parts & {
+            "docs",
+            "doc",
+            "examples",
+            "benchmark",
+            "benchmarks",
+            "tools",
+            "scripts",
+            "build",
+            ".github",
+        }:
             continue
         if import_root == "." and len(Path(rel).parts) == 1 and p.name in ("setup.py", "noxfile.py", "conftest.py"):
             continue
@@ -220,6 +281,7 @@ def source_files(tree: Path, import_root: str) -> list[str]:
 
 
 # -- git ---------------------------------------------------------------------------
+
 
 def make_repo(tree: Path):
     """A git repository of the pristine tree: one commit, fixed identity."""
@@ -251,6 +313,7 @@ def diff_of(repo, path: str, new_text: str) -> tuple[str, str]:
 
 # -- the factory ---------------------------------------------------------------------
 
+
 @dataclass
 class Prepared:
     name: str
@@ -268,8 +331,7 @@ def _statuses_ok(run) -> dict[str, str]:
     return run.statuses if not run.timed_out else {}
 
 
-def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats,
-            log: Callable[[str], None]) -> Prepared:
+def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Prepared:
     from sandgym.verifiers.swe_repo.host import run_tests
 
     url, sha = find_sdist(name, version)
@@ -279,16 +341,20 @@ def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats,
     wanted, found_in = discover_test_requirements(tree, name)
     pins = pin_requirements(wanted)
     environment = TestEnvironment(requirements=pins, import_root=detect_import_root(tree))
-    log(f"{name}=={version}: sdist sha256 {sha[:12]}…, import_root {environment.import_root!r}, "
-        f"requirements {pins or 'none beyond pytest'} (from {', '.join(found_in) or 'nothing declared'})")
+    log(
+        f"{name}=={version}: sdist sha256 {sha[:12]}…, import_root {environment.import_root!r}, "
+        f"requirements {pins or 'none beyond pytest'} (from {', '.join(found_in) or 'nothing declared'})"
+    )
     test_venv(environment)
     t0 = time.monotonic()
     first = run_tests(runtime, tree, environment, None, 600)
     suite_s = time.monotonic() - t0
     second = run_tests(runtime, tree, environment, None, 600)
     if first.timed_out or not first.statuses:
-        raise FactoryError(f"{name}=={version}: the test suite did not run here "
-                           f"({first.problem or 'no test records'}):\n{first.output[-1500:]}")
+        raise FactoryError(
+            f"{name}=={version}: the test suite did not run here "
+            f"({first.problem or 'no test records'}):\n{first.output[-1500:]}"
+        )
     a, b = _statuses_ok(first), _statuses_ok(second)
     flaky = {t for t in set(a) | set(b) if a.get(t) != b.get(t)}
     usable = sorted(t for t, s in a.items() if s == "passed" and t not in flaky and is_test_path(t.split("::")[0]))
@@ -333,8 +399,15 @@ class _Worker:
         shutil.copytree(prep.tree, root, ignore=shutil.ignore_patterns(".git"))
 
 
-def evaluate(prep: Prepared, index: int, mutation: Mutation, worker: _Worker, runtime, repo_lock: threading.Lock,
-             validate_runs: int = 2) -> Outcome:
+def evaluate(
+    prep: Prepared,
+    index: int,
+    mutation: Mutation,
+    worker: _Worker,
+    runtime,
+    repo_lock: threading.Lock,
+    validate_runs: int = 2,
+) -> Outcome:
     from sandgym.verifiers.swe_repo.host import run_tests, verify
 
     file = worker.tree / mutation.path
@@ -363,16 +436,32 @@ def evaluate(prep: Prepared, index: int, mutation: Mutation, worker: _Worker, ru
     task_id = f"{prep.name}-{prep.version}/mut-{index:04d}"
     module = mutation.path[:-3].replace("/", ".")
     if prep.environment.import_root != ".":
-        module = module[len(prep.environment.import_root.rstrip("/")) + 1:]
+        module = module[len(prep.environment.import_root.rstrip("/")) + 1 :]
     module = module.removesuffix(".__init__")
-    title, issue = write_issue(prep.name, prep.version, f"{module}.{mutation.function}", mutation.path, f2p,
-                               run.details, base_patch, is_test_path)
+    title, issue = write_issue(
+        prep.name,
+        prep.version,
+        f"{module}.{mutation.function}",
+        mutation.path,
+        f2p,
+        run.details,
+        base_patch,
+        is_test_path,
+    )
     timeout_s = float(min(600, max(60, int(10 * prep.suite_s))))
     task = TaskPair(
-        visible=SWETask(id=task_id, title=title, problem_statement=issue, repo=prep.source,
-                        environment=prep.environment, base_patch=base_patch, visible_tests=sorted(files),
-                        timeout_s=timeout_s, source=f"sandgym.swe_factory/{FACTORY_VERSION}",
-                        tags=["mutation", mutation.operator, prep.name]),
+        visible=SWETask(
+            id=task_id,
+            title=title,
+            problem_statement=issue,
+            repo=prep.source,
+            environment=prep.environment,
+            base_patch=base_patch,
+            visible_tests=sorted(files),
+            timeout_s=timeout_s,
+            source=f"sandgym.swe_factory/{FACTORY_VERSION}",
+            tags=["mutation", mutation.operator, prep.name],
+        ),
         hidden=SWEHidden(id=task_id, patch=gold, FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p),
     )
     for _ in range(validate_runs):
@@ -385,9 +474,16 @@ def evaluate(prep: Prepared, index: int, mutation: Mutation, worker: _Worker, ru
     return Outcome("kept", task)
 
 
-def make_swe(package: str, max_tasks: int, seed: int, runtime, jobs: int = 2,
-             progress: Progress | None = None, log: Callable[[str], None] = print,
-             max_tries: int | None = None) -> tuple[list[TaskPair], FactoryStats]:
+def make_swe(
+    package: str,
+    max_tasks: int,
+    seed: int,
+    runtime,
+    jobs: int = 2,
+    progress: Progress | None = None,
+    log: Callable[[str], None] = print,
+    max_tries: int | None = None,
+) -> tuple[list[TaskPair], FactoryStats]:
     """Validated tasks from one PyPI release, at most `max_tasks`, at most one per function."""
     name, version = parse_package(package)
     stats = FactoryStats(package=f"{name}=={version}")
@@ -444,8 +540,12 @@ def make_swe(package: str, max_tasks: int, seed: int, runtime, jobs: int = 2,
                         stats.validated += 1
                     else:
                         claimed.discard(fkey)
-                        key = {"survived": "survived", "broke_import": "broke_import", "too_broad": "too_broad",
-                               "timed_out": "timed_out"}.get(out.kind, "invalid")
+                        key = {
+                            "survived": "survived",
+                            "broke_import": "broke_import",
+                            "too_broad": "too_broad",
+                            "timed_out": "timed_out",
+                        }.get(out.kind, "invalid")
                         setattr(stats, key, getattr(stats, key) + 1)
                         if out.kind == "invalid":
                             log(f"dropped {fkey}: {out.detail}")
@@ -470,9 +570,14 @@ def write_task_set(tasks: list[TaskPair], out: Path, name: str = "", description
         existing = [t for t in old.tasks if t.id not in new_ids]
         meta = old.meta
     else:
-        meta = TaskSetMeta(name=name or out.name, family="swe_repo", version=1,
-                           description=description or "Bugs injected by AST mutation into PyPI packages "
-                                                      "(sandgym tasks make-swe), each validated by the verifier.")
+        meta = TaskSetMeta(
+            name=name or out.name,
+            family="swe_repo",
+            version=1,
+            description=description
+            or "Bugs injected by AST mutation into PyPI packages "
+            "(sandgym tasks make-swe), each validated by the verifier.",
+        )
     everything = existing + list(tasks)
     for sub in ("tasks", "hidden"):
         if (out / sub).is_dir():

@@ -70,8 +70,16 @@ def _error_kind(detail: str) -> str:
     return "a failure"
 
 
-def write_issue(package: str, version: str, function: str, module_path: str, failing: list[str],
-                details: dict[str, str], patch: str, is_test_file) -> tuple[str, str]:
+def write_issue(
+    package: str,
+    version: str,
+    function: str,
+    module_path: str,
+    failing: list[str],
+    details: dict[str, str],
+    patch: str,
+    is_test_file,
+) -> tuple[str, str]:
     """(title, problem statement) for a task whose FAIL_TO_PASS tests are `failing`."""
     secrets = changed_lines(patch)
     kinds = [_error_kind(details.get(t, "")) for t in failing]
@@ -99,6 +107,14 @@ def write_issue(package: str, version: str, function: str, module_path: str, fai
         shown += 1
         if shown >= MAX_EXCERPTS:
             break
-    lines += ["", "To reproduce:", "", "```", "python -m pytest " + " ".join(shlex.quote(t) for t in failing[:3]), "```",
-              "", "The tests are right; the library code needs fixing."]
+    lines += [
+        "",
+        "To reproduce:",
+        "",
+        "```",
+        "python -m pytest " + " ".join(shlex.quote(t) for t in failing[:3]),
+        "```",
+        "",
+        "The tests are right; the library code needs fixing.",
+    ]
     return title, "\n".join(lines) + "\n"

@@ -71,7 +71,7 @@ class Mutation:
     def apply(self, source: str) -> str:
         out = source
         for e in sorted(self.edits, key=lambda e: e.start, reverse=True):
-            out = out[: e.start] + e.text + out[e.end:]
+            out = out[: e.start] + e.text + out[e.end :]
         return out
 
     @property
@@ -94,8 +94,7 @@ class _Positions:
         return self.starts[lineno - 1] + len(line.encode("utf-8")[:col_bytes].decode("utf-8", "replace"))
 
     def span(self, node: ast.AST) -> tuple[int, int]:
-        return (self.offset(node.lineno, node.col_offset),
-                self.offset(node.end_lineno, node.end_col_offset))
+        return (self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset))
 
     def text(self, node: ast.AST) -> str:
         a, b = self.span(node)
@@ -112,7 +111,7 @@ def _skipped_block(node: ast.If) -> bool:
         return True
     if isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING":
         return True
-    return (isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__")
+    return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
 
 
 class _Finder(ast.NodeVisitor):
@@ -148,8 +147,11 @@ class _Finder(ast.NodeVisitor):
         body = node.body[1:] if node.body and _is_docstring(node.body[0]) else node.body
         for stmt in body:
             self.visit(stmt)
-        rets = [r for r in self.returns.pop() if r.value is not None
-                and not (isinstance(r.value, ast.Constant) and r.value.value is None)]
+        rets = [
+            r
+            for r in self.returns.pop()
+            if r.value is not None and not (isinstance(r.value, ast.Constant) and r.value.value is None)
+        ]
         if len(rets) >= 2:  # one path of several returns None: a subtle wrong answer
             for r in rets:
                 a, b = self.pos.span(r.value)
@@ -262,8 +264,10 @@ class _Finder(ast.NodeVisitor):
     def visit_BinOp(self, node: ast.BinOp) -> None:
         swap = _ARITH_SWAP.get(type(node.op))
         textual = (ast.JoinedStr, ast.List, ast.Tuple, ast.ListComp)
-        is_text = any(isinstance(x, textual) or (isinstance(x, ast.Constant) and isinstance(x.value, (str, bytes)))
-                      for x in (node.left, node.right))
+        is_text = any(
+            isinstance(x, textual) or (isinstance(x, ast.Constant) and isinstance(x.value, (str, bytes)))
+            for x in (node.left, node.right)
+        )
         if swap and not is_text:
             e = self._gap_edit(node.left, node.right, *swap)
             if e:
@@ -277,19 +281,32 @@ class _Finder(ast.NodeVisitor):
             self._add("change_constant", node, f"{v} -> {not v}", Edit(a, b, str(not v)))
         elif isinstance(v, int) and abs(v) < 10**6 and self.pos.source[a:b].isdigit():
             for new in (v + 1, v - 1):
-                if not (new < 0 and self.pos.source[a - 1: a] in ("-", "+")):  # no `x - -1`
+                if not (new < 0 and self.pos.source[a - 1 : a] in ("-", "+")):  # no `x - -1`
                     self._add("off_by_one", node, f"{v} -> {new}", Edit(a, b, str(new)))
 
     def visit_Call(self, node: ast.Call) -> None:
         args = node.args
-        if (len(args) >= 2 and not any(isinstance(x, ast.Starred) for x in args[:2])
-                and self.pos.text(args[0]) != self.pos.text(args[1])):
+        if (
+            len(args) >= 2
+            and not any(isinstance(x, ast.Starred) for x in args[:2])
+            and self.pos.text(args[0]) != self.pos.text(args[1])
+        ):
             a0, b0 = self.pos.span(args[0])
             a1, b1 = self.pos.span(args[1])
             if b0 <= a1 and args[0].lineno == args[1].end_lineno:
-                self._add("swap_arguments", node, "swap first two arguments",
-                          Edit(a0, b0, self.pos.text(args[1])), Edit(a1, b1, self.pos.text(args[0])))
-        if isinstance(node.func, ast.Name) and node.func.id == "range" and args and not isinstance(args[-1], ast.Starred):
+                self._add(
+                    "swap_arguments",
+                    node,
+                    "swap first two arguments",
+                    Edit(a0, b0, self.pos.text(args[1])),
+                    Edit(a1, b1, self.pos.text(args[0])),
+                )
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "range"
+            and args
+            and not isinstance(args[-1], ast.Starred)
+        ):
             self._shift(args[-1])
         self.generic_visit(node)
 

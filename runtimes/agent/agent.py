@@ -30,6 +30,7 @@ MAX_HEADER = 1 << 20
 
 # ---- framing (the host imports these too) ---------------------------------
 
+
 def encode_frame(header, body=b""):
     raw = json.dumps(header, separators=(",", ":")).encode()
     return FRAME.pack(len(raw), len(body)) + raw + body
@@ -185,6 +186,7 @@ def _reap_children():
 
 # ---- operations -------------------------------------------------------------
 
+
 class HostGone(Exception):
     """The host closed its end: the sandbox must end."""
 
@@ -212,9 +214,14 @@ class Child:
 
 def _spawn_process(argv, cwd, env, with_stdin):
     proc = subprocess.Popen(
-        argv, cwd=cwd, env=env, close_fds=True, start_new_session=True,
+        argv,
+        cwd=cwd,
+        env=env,
+        close_fds=True,
+        start_new_session=True,
         stdin=subprocess.PIPE if with_stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     # Keep the raw descriptors; the Popen object is dropped unread.
     fds = [os.dup(f.fileno()) if f else None for f in (proc.stdin, proc.stdout, proc.stderr)]
@@ -309,8 +316,16 @@ def op_exec(req, read_body, cfg):
     except OSError as e:
         read_body()
         err = f"cannot run {argv[0]!r}: {e.strerror or e}\n".encode()
-        return {"ok": True, "exit_code": 127, "signal": 0, "duration_s": 0.0, "timed_out": False,
-                "truncated": False, "stdout_len": 0, "stderr_len": len(err)}, err
+        return {
+            "ok": True,
+            "exit_code": 127,
+            "signal": 0,
+            "duration_s": 0.0,
+            "timed_out": False,
+            "truncated": False,
+            "stdout_len": 0,
+            "stderr_len": len(err),
+        }, err
     cpu = cfg.get("limits", {}).get("cpu_seconds")
     if cpu:
         try:
@@ -365,7 +380,7 @@ def op_exec(req, read_body, cfg):
                 continue
             if fd == child.stdin_fd:
                 try:
-                    pending = pending[os.write(fd, pending[: 1 << 16]):]
+                    pending = pending[os.write(fd, pending[: 1 << 16]) :]
                 except BlockingIOError:
                     continue
                 except OSError:  # the command closed its stdin

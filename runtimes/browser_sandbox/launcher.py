@@ -43,8 +43,16 @@ def run_app(cfg: dict, sock: socket.socket) -> None:
     import uvicorn
 
     app = getattr(importlib.import_module(module_name), attr)
-    config = uvicorn.Config(app, http="h11", loop="asyncio", lifespan="off", log_level="warning",
-                            access_log=False, ws="none", interface="asgi3")
+    config = uvicorn.Config(
+        app,
+        http="h11",
+        loop="asyncio",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        ws="none",
+        interface="asgi3",
+    )
     uvicorn.Server(config).run(sockets=[sock])
 
 

@@ -35,12 +35,12 @@ from typing import Any
 
 from sandgym.envs.code_function.actions import extract_code
 from sandgym.envs.code_function.env import render_prompt
+from sandgym.errors import SandgymError
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, get_runtime
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import verify
 from sandgym.verifiers.models import RewardScheme, Verdict
-from sandgym.errors import SandgymError
 
 log = logging.getLogger("sandgym.adapters.trainers")
 
@@ -79,8 +79,9 @@ def _content_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
-        return "".join(p if isinstance(p, str) else str(p.get("text") or "")
-                       for p in content if isinstance(p, (str, dict)))
+        return "".join(
+            p if isinstance(p, str) else str(p.get("text") or "") for p in content if isinstance(p, (str, dict))
+        )
     raise TypeError(f"a message's content must be a string or a list of parts, got {type(content).__name__}")
 
 
@@ -121,8 +122,15 @@ class CodeReward:
     Thread-safe; `counts` tallies outcomes (`no_code` apart from `failed`).
     """
 
-    def __init__(self, tasks: str | Path | TaskSet | None = None, *, runtime: str | Runtime | None = None,
-                 reward: RewardScheme = "binary", max_workers: int | None = None, retries: int = 2):
+    def __init__(
+        self,
+        tasks: str | Path | TaskSet | None = None,
+        *,
+        runtime: str | Runtime | None = None,
+        reward: RewardScheme = "binary",
+        max_workers: int | None = None,
+        retries: int = 2,
+    ):
         if reward not in SCHEMES:
             raise ValueError(f"reward must be one of {', '.join(map(repr, SCHEMES))}, got {reward!r}")
         if max_workers is not None and (not isinstance(max_workers, int) or max_workers < 1):
@@ -154,8 +162,13 @@ class CodeReward:
         verdict = verify(task, code, self.runtime, retries=self.retries)
         self._count(verdict.outcome.value)
         if verdict.outcome == Outcome.ENV_ERROR:
-            log.warning("sandgym: verification of a completion for %s failed in the infrastructure after "
-                        "%d attempt(s); it gets no score: %s", task_id, len(verdict.attempts), verdict.detail[:300])
+            log.warning(
+                "sandgym: verification of a completion for %s failed in the infrastructure after "
+                "%d attempt(s); it gets no score: %s",
+                task_id,
+                len(verdict.attempts),
+                verdict.detail[:300],
+            )
         return verdict
 
     def verdicts(self, pairs: Iterable[tuple[str, Any]]) -> list[Verdict]:
@@ -194,16 +207,18 @@ class CodeReward:
         if self._owns_runtime:
             self.runtime.close()
 
-    def __enter__(self) -> "CodeReward":
+    def __enter__(self) -> CodeReward:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"CodeReward(tasks={self.tasks.meta.name!r} ({len(self.tasks)} tasks), "
-                f"reward={self.reward_scheme!r}, runtime={getattr(self.runtime, 'name', '?')!r}, "
-                f"max_workers={self.max_workers})")
+        return (
+            f"CodeReward(tasks={self.tasks.meta.name!r} ({len(self.tasks)} tasks), "
+            f"reward={self.reward_scheme!r}, runtime={getattr(self.runtime, 'name', '?')!r}, "
+            f"max_workers={self.max_workers})"
+        )
 
     def _count(self, key: str) -> None:
         with self._lock:
@@ -225,8 +240,13 @@ class CodeReward:
 # -- TRL -------------------------------------------------------------------------
 
 
-def trl_reward_func(task_id_column: str = "task_id", *, name: str | None = None,
-                    scorer: CodeReward | None = None, **code_reward_kwargs: Any) -> Callable[..., list[float | None]]:
+def trl_reward_func(
+    task_id_column: str = "task_id",
+    *,
+    name: str | None = None,
+    scorer: CodeReward | None = None,
+    **code_reward_kwargs: Any,
+) -> Callable[..., list[float | None]]:
     """A reward function for TRL's `GRPOTrainer(reward_funcs=...)`.
 
     The call shape is that of TRL's documented contract, as read in the
@@ -258,8 +278,9 @@ def trl_reward_func(task_id_column: str = "task_id", *, name: str | None = None,
         raise TypeError(f"pass either scorer= or CodeReward arguments, not both (got {sorted(code_reward_kwargs)})")
     scorer = scorer or CodeReward(**code_reward_kwargs)
 
-    def reward_func(prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None,
-                    **kwargs: Any) -> list[float | None]:
+    def reward_func(
+        prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
+    ) -> list[float | None]:
         if completions is None:
             raise TypeError("the reward function needs completions=[...] (TRL passes them by keyword)")
         if task_id_column not in kwargs:
@@ -279,8 +300,9 @@ def trl_reward_func(task_id_column: str = "task_id", *, name: str | None = None,
     return reward_func
 
 
-def trl_rows(tasks: str | Path | TaskSet | None = None, *, conversational: bool = False,
-             task_id_column: str = "task_id") -> list[dict[str, Any]]:
+def trl_rows(
+    tasks: str | Path | TaskSet | None = None, *, conversational: bool = False, task_id_column: str = "task_id"
+) -> list[dict[str, Any]]:
     """One row per task for `datasets.Dataset.from_list`: `prompt` (the
     single-turn env's prompt; a one-message list if `conversational`) and
     the task id column."""
@@ -288,8 +310,7 @@ def trl_rows(tasks: str | Path | TaskSet | None = None, *, conversational: bool 
     rows = []
     for t in ts.tasks:
         text = render_prompt(t, "single", 1)
-        rows.append({"prompt": [{"role": "user", "content": text}] if conversational else text,
-                     task_id_column: t.id})
+        rows.append({"prompt": [{"role": "user", "content": text}] if conversational else text, task_id_column: t.id})
     return rows
 
 
@@ -337,8 +358,9 @@ def _task_id_of(ground_truth: Any) -> str:
     return ground_truth
 
 
-def _verl_result(verdict: Verdict, scheme: str, task_id: str, env_error_score: float | None,
-                 return_dict: bool) -> float | dict[str, float]:
+def _verl_result(
+    verdict: Verdict, scheme: str, task_id: str, env_error_score: float | None, return_dict: bool
+) -> float | dict[str, float]:
     score = verdict.reward(scheme)  # type: ignore[arg-type]
     env_error = score is None
     if env_error:
@@ -355,10 +377,19 @@ def _verl_result(verdict: Verdict, scheme: str, task_id: str, env_error_score: f
     return float(score)
 
 
-def compute_score(data_source: Any = None, solution_str: str = "", ground_truth: Any = None,
-                  extra_info: Mapping[str, Any] | None = None, *, task_set: str | None = None,
-                  reward: str = "binary", env_error_score: float | None = None, return_dict: bool = False,
-                  scorer: CodeReward | None = None, **_: Any) -> float | dict[str, float]:
+def compute_score(
+    data_source: Any = None,
+    solution_str: str = "",
+    ground_truth: Any = None,
+    extra_info: Mapping[str, Any] | None = None,
+    *,
+    task_set: str | None = None,
+    reward: str = "binary",
+    env_error_score: float | None = None,
+    return_dict: bool = False,
+    scorer: CodeReward | None = None,
+    **_: Any,
+) -> float | dict[str, float]:
     """verl `custom_reward_function`: score one response.
 
     The call shape is that of verl's documented contract ("Implement Reward
@@ -395,19 +426,29 @@ def compute_score(data_source: Any = None, solution_str: str = "", ground_truth:
     return _verl_result(verdict, s.reward_scheme, task_id, env_error_score, return_dict)
 
 
-def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str], ground_truths: Sequence[Any],
-                        extra_infos: Sequence[Mapping[str, Any] | None] | None = None, *,
-                        task_set: str | None = None, reward: str = "binary", env_error_score: float | None = None,
-                        return_dict: bool = False, scorer: CodeReward | None = None,
-                        **_: Any) -> list[float | dict[str, float]]:
+def compute_score_batch(
+    data_sources: Sequence[Any],
+    solution_strs: Sequence[str],
+    ground_truths: Sequence[Any],
+    extra_infos: Sequence[Mapping[str, Any] | None] | None = None,
+    *,
+    task_set: str | None = None,
+    reward: str = "binary",
+    env_error_score: float | None = None,
+    return_dict: bool = False,
+    scorer: CodeReward | None = None,
+    **_: Any,
+) -> list[float | dict[str, float]]:
     """verl `custom_reward_function` for `reward_model.reward_manager=batch`,
     which calls `fn(data_sources=, solution_strs=, ground_truths=,
     extra_infos=)` once per batch: the responses are verified in parallel.
     Same meaning and env_error rule as `compute_score`."""
     n = len(solution_strs)
     if not (len(data_sources) == len(ground_truths) == n):
-        raise ValueError(f"batch lengths differ: {len(data_sources)} data_sources, {n} solution_strs, "
-                         f"{len(ground_truths)} ground_truths")
+        raise ValueError(
+            f"batch lengths differ: {len(data_sources)} data_sources, {n} solution_strs, "
+            f"{len(ground_truths)} ground_truths"
+        )
     infos = list(extra_infos) if extra_infos is not None else [None] * n
     task_ids = [_task_id_of(g) for g in ground_truths]
     groups: dict[int, tuple[CodeReward, list[int]]] = {}  # one parallel batch per task set
@@ -422,25 +463,34 @@ def compute_score_batch(data_sources: Sequence[Any], solution_strs: Sequence[str
     return results
 
 
-def verl_rows(tasks: str | Path | TaskSet | None = None, *, data_source: str = VERL_DATA_SOURCE,
-              split: str = "train") -> list[dict[str, Any]]:
+def verl_rows(
+    tasks: str | Path | TaskSet | None = None, *, data_source: str = VERL_DATA_SOURCE, split: str = "train"
+) -> list[dict[str, Any]]:
     """One row per task in verl's parquet layout (docs/preparation/prepare_data.rst):
     `data_source`, chat `prompt`, `ability`, `reward_model` {style, ground_truth:
     the task id} and `extra_info` {split, index, task_set}."""
     ts = load_tasks(tasks)
     root = str(ts.root.resolve()) if ts.root else None
     return [
-        {"data_source": data_source,
-         "prompt": [{"role": "user", "content": render_prompt(t, "single", 1)}],
-         "ability": "code",
-         "reward_model": {"style": "rule", "ground_truth": t.id},
-         "extra_info": {"split": split, "index": i, **({"task_set": root} if root else {})}}
+        {
+            "data_source": data_source,
+            "prompt": [{"role": "user", "content": render_prompt(t, "single", 1)}],
+            "ability": "code",
+            "reward_model": {"style": "rule", "ground_truth": t.id},
+            "extra_info": {"split": split, "index": i, **({"task_set": root} if root else {})},
+        }
         for i, t in enumerate(ts.tasks)
     ]
 
 
 __all__ = [
-    "CodeReward", "VerificationUnavailable", "completion_text", "compute_score", "compute_score_batch",
-    "load_tasks", "trl_reward_func", "trl_rows", "verl_rows",
+    "CodeReward",
+    "VerificationUnavailable",
+    "completion_text",
+    "compute_score",
+    "compute_score_batch",
+    "load_tasks",
+    "trl_reward_func",
+    "trl_rows",
+    "verl_rows",
 ]
-

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from sandgym.errors import SandgymError
 from sandgym.families import FAMILIES, UnknownFamily, spec_module
 from sandgym.families import family as family_entry
@@ -62,8 +63,10 @@ def _json_data(value: Any, where: str = "value") -> Any:
                 raise ValueError(f"{where} has the key {k!r}: mapping keys must be strings")
             _json_data(v, f"{where}[{k!r}]")
         return value
-    raise ValueError(f"{where} is a {type(value).__name__}; use JSON data only "
-                     "(null, true/false, numbers, strings, lists, mappings with string keys)")
+    raise ValueError(
+        f"{where} is a {type(value).__name__}; use JSON data only "
+        "(null, true/false, numbers, strings, lists, mappings with string keys)"
+    )
 
 
 class TaskSetMeta(_Strict):
@@ -164,9 +167,7 @@ class TaskSet:
         # description may change without making results incomparable).
         canon = {
             "family": self.meta.family,
-            "tasks": [
-                [t.visible.model_dump(mode="json"), t.hidden.model_dump(mode="json")] for t in self.tasks
-            ],
+            "tasks": [[t.visible.model_dump(mode="json"), t.hidden.model_dump(mode="json")] for t in self.tasks],
         }
         raw = json.dumps(canon, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
         return "sha256:" + hashlib.sha256(raw.encode()).hexdigest()
@@ -183,12 +184,10 @@ class TaskSet:
             return self._by_id[task_id]
         except KeyError:
             shown = ", ".join(self.ids[:10]) + (" ..." if len(self) > 10 else "")
-            raise KeyError(
-                f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}"
-            ) from None
+            raise KeyError(f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}") from None
 
     @classmethod
-    def load(cls, folder: str | Path) -> "TaskSet":
+    def load(cls, folder: str | Path) -> TaskSet:
         root = Path(folder)
         if not root.is_dir():
             raise TaskSpecError(f"{root}: not a task-set folder (expected taskset.yaml, tasks/, hidden/)")
@@ -275,12 +274,14 @@ def bundled_task_set(family: str = "code_function") -> Path:
     return bundled_dir() / family / family_entry(family).default_task_set
 
 
-def load_family_task_set(tasks: "str | Path | TaskSet | None", family: str, env_id: str) -> TaskSet:
+def load_family_task_set(tasks: str | Path | TaskSet | None, family: str, env_id: str) -> TaskSet:
     """What an env's `tasks=` names (None: the family's bundled set), checked to be of `family`."""
     ts = tasks if isinstance(tasks, TaskSet) else TaskSet.load(tasks if tasks is not None else bundled_task_set(family))
     if ts.meta.family != family:
-        raise ValueError(f"task set {ts.meta.name!r} is of family {ts.meta.family!r}; {env_id} needs a "
-                         f"{family} task set (taskset.yaml: family: {family})")
+        raise ValueError(
+            f"task set {ts.meta.name!r} is of family {ts.meta.family!r}; {env_id} needs a "
+            f"{family} task set (taskset.yaml: family: {family})"
+        )
     return ts
 
 

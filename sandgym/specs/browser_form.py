@@ -31,7 +31,8 @@ class BrowserTask(_Strict):
     start_path: str = Field("/", description="Path inside the app where the episode starts.")
     login_as: str | None = Field(None, description="Start signed in as this username (a seeded user).")
     seed: dict[str, list[dict[str, Any]]] = Field(
-        default_factory=dict, description="Rows per table; a table named here replaces its default rows.")
+        default_factory=dict, description="Rows per table; a table named here replaces its default rows."
+    )
     max_steps: int | None = Field(None, ge=1, le=500, description="Overrides the env's max_steps for this task.")
 
     @field_validator("start_path")
@@ -81,7 +82,7 @@ class StateCheck(_Strict):
         return _json_data(v)
 
     @model_validator(mode="after")
-    def _bounded(self) -> "StateCheck":
+    def _bounded(self) -> StateCheck:
         if self.count is not None and (self.min is not None or self.max is not None):
             raise ValueError(f"check {self.name!r}: give `count`, or `min`/`max`, not both")
         if self.count is None and self.min is None and self.max is None and not self.expect:
@@ -106,7 +107,8 @@ class BrowserHidden(_Strict):
     id: TaskId
     checks: list[StateCheck] = Field(min_length=1, description="All must hold for `passed`.")
     forbidden: list[ForbiddenEffect] = Field(
-        default_factory=list, description="Effects that must not happen: each holds when it matches no row.")
+        default_factory=list, description="Effects that must not happen: each holds when it matches no row."
+    )
     oracle: list[str] = Field(min_length=1, description="A scripted solution in the action grammar; ends with done().")
 
 

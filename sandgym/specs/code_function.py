@@ -58,17 +58,14 @@ class CodeHidden(_Strict):
     schema_version: Literal[1] = 1
     id: str
     tests: list[TestCase] = Field(default_factory=list, description="Calls and expected returns.")
-    check_code: str | None = Field(
-        None, description="Python defining check(candidate) that asserts (HumanEval style)."
-    )
+    check_code: str | None = Field(None, description="Python defining check(candidate) that asserts (HumanEval style).")
     reference_solution: str = Field(min_length=1, description="Code that passes every test.")
 
     @model_validator(mode="after")
-    def _has_tests(self) -> "CodeHidden":
+    def _has_tests(self) -> CodeHidden:
         if not self.tests and not self.check_code:
             raise ValueError("a hidden spec needs `tests` or `check_code`")
         return self
-
 
 
 class CodeTaskPair(TaskPair):

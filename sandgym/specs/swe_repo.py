@@ -38,7 +38,7 @@ class RepoSource(_Strict):
     sdist_sha256: str = Field("", description="pypi: checked after every download.")
 
     @model_validator(mode="after")
-    def _pypi_pinned(self) -> "RepoSource":
+    def _pypi_pinned(self) -> RepoSource:
         if self.kind == "pypi" and not (self.version and re.fullmatch(r"[0-9a-f]{64}", self.sdist_sha256)):
             raise ValueError("a pypi source needs `version` and a 64-hex `sdist_sha256`")
         return self
@@ -79,11 +79,12 @@ class SWETask(_Strict):
     repo: RepoSource
     environment: TestEnvironment = Field(default_factory=TestEnvironment)
     base_patch: str = Field("", description="Unified diff applied to the pristine source: the start state.")
-    visible_tests: list[str] = Field(default_factory=list, description="Test ids or files the agent's run_tests tool runs.")
+    visible_tests: list[str] = Field(
+        default_factory=list, description="Test ids or files the agent's run_tests tool runs."
+    )
     timeout_s: float = Field(300, gt=0, le=3600, description="Wall time of one verification run.")
     source: str = Field("sandgym", description="Where the task comes from (factory, hand-written).")
     tags: list[str] = Field(default_factory=list)
-
 
 
 class SWEHidden(_Strict):

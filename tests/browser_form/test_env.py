@@ -95,11 +95,19 @@ def test_bad_actions_give_observations_not_crashes(env):
     assert info["error"] is None and "URL: /" in obs["feedback"]
 
 
-@pytest.mark.parametrize("target,violation", [
-    ("https://example.com/", False), ("http://127.0.0.1:9/", False), ("//example.com/x", False),
-    ("file:///state/app.sqlite", True), ("javascript:alert(1)", True), ("data:text/html,<h1>hi</h1>", True),
-    ("chrome://version", True), ("profile", False),
-])
+@pytest.mark.parametrize(
+    "target,violation",
+    [
+        ("https://example.com/", False),
+        ("http://127.0.0.1:9/", False),
+        ("//example.com/x", False),
+        ("file:///state/app.sqlite", True),
+        ("javascript:alert(1)", True),
+        ("data:text/html,<h1>hi</h1>", True),
+        ("chrome://version", True),
+        ("profile", False),
+    ],
+)
 def test_goto_outside_the_app_is_refused(env, target, violation):
     env.reset(options={"task_id": "forms/login-alice"})
     obs, _, term, _, info = env.step(f"goto({json.dumps(target)})")
@@ -132,7 +140,9 @@ def test_page_reaches_only_the_app_not_the_host_loopback(env):
         # As if the page itself were hostile: script in the page tries the host.
         result = env.session.page.evaluate(
             """async (port) => { try { const r = await fetch(`http://127.0.0.1:${port}/`);
-                 return 'reached: ' + await r.text(); } catch (e) { return 'blocked: ' + e; } }""", port)
+                 return 'reached: ' + await r.text(); } catch (e) { return 'blocked: ' + e; } }""",
+            port,
+        )
         assert result.startswith("blocked"), result
         same_app = env.session.page.evaluate("async () => (await fetch('/login')).status")
         assert same_app == 200

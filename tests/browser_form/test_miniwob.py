@@ -25,13 +25,15 @@ def solve(task: str, goal: str, snap: str) -> list[str]:
         return [f"click({ref_of(snap, 'button', label)})"]
     if task == "enter-text":
         word = re.search(r'Enter "(.*)" into', goal).group(1)
-        return [f'fill({ref_of(snap, "textbox")}, "{word}")', f'click({ref_of(snap, "button", "Submit")})']
+        return [f'fill({ref_of(snap, "textbox")}, "{word}")', f"click({ref_of(snap, 'button', 'Submit')})"]
     if task == "focus-text":
         return [f"click({ref_of(snap, 'textbox')})"]
     if task == "click-checkboxes":
         names = re.search(r"Select (.*) and click Submit", goal).group(1)
         wanted = [] if names == "nothing" else re.split(r", | and ", names)
-        return [f"click({ref_of(snap, 'checkbox', n)})" for n in wanted] + [f'click({ref_of(snap, "button", "Submit")})']
+        return [f"click({ref_of(snap, 'checkbox', n)})" for n in wanted] + [
+            f"click({ref_of(snap, 'button', 'Submit')})"
+        ]
     raise AssertionError(task)
 
 

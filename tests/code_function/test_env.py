@@ -24,26 +24,48 @@ from sandgym.specs import TaskSet
 
 TASKS = {
     "add": (
-        {"id": "add", "prompt": "Return a + b.", "entry_point": "add",
-         "examples": [{"args": [1, 2], "expected": 3}, {"args": [0, 0], "expected": 0}]},
-        {"id": "add",
-         "tests": [{"args": [2, 3], "expected": 5}, {"args": [-1, 1], "expected": 0},
-                   {"args": [0, 7], "expected": 7}, {"args": [10, 5], "expected": 15}],
-         "reference_solution": "def add(a, b):\n    return a + b\n"},
+        {
+            "id": "add",
+            "prompt": "Return a + b.",
+            "entry_point": "add",
+            "examples": [{"args": [1, 2], "expected": 3}, {"args": [0, 0], "expected": 0}],
+        },
+        {
+            "id": "add",
+            "tests": [
+                {"args": [2, 3], "expected": 5},
+                {"args": [-1, 1], "expected": 0},
+                {"args": [0, 7], "expected": 7},
+                {"args": [10, 5], "expected": 15},
+            ],
+            "reference_solution": "def add(a, b):\n    return a + b\n",
+        },
     ),
     "rev": (
-        {"id": "rev", "prompt": "Return the string reversed.", "entry_point": "rev",
-         "examples": [{"args": ["abc"], "expected": "cba"}]},
-        {"id": "rev",
-         "tests": [{"args": ["hello"], "expected": "olleh"}, {"args": [""], "expected": ""}],
-         "reference_solution": "def rev(s):\n    return s[::-1]\n"},
+        {
+            "id": "rev",
+            "prompt": "Return the string reversed.",
+            "entry_point": "rev",
+            "examples": [{"args": ["abc"], "expected": "cba"}],
+        },
+        {
+            "id": "rev",
+            "tests": [{"args": ["hello"], "expected": "olleh"}, {"args": [""], "expected": ""}],
+            "reference_solution": "def rev(s):\n    return s[::-1]\n",
+        },
     ),
     "even": (
-        {"id": "even", "prompt": "Return whether n is even.", "entry_point": "is_even",
-         "examples": [{"args": [2], "expected": True}, {"args": [3], "expected": False}]},
-        {"id": "even",
-         "check_code": "def check(candidate):\n    assert candidate(4) is True\n    assert candidate(7) is False\n",
-         "reference_solution": "def is_even(n):\n    return n % 2 == 0\n"},
+        {
+            "id": "even",
+            "prompt": "Return whether n is even.",
+            "entry_point": "is_even",
+            "examples": [{"args": [2], "expected": True}, {"args": [3], "expected": False}],
+        },
+        {
+            "id": "even",
+            "check_code": "def check(candidate):\n    assert candidate(4) is True\n    assert candidate(7) is False\n",
+            "reference_solution": "def is_even(n):\n    return n % 2 == 0\n",
+        },
     ),
 }
 
@@ -122,8 +144,14 @@ def test_make_with_module_prefix_in_fresh_process(task_dir, tmp_path):
         print(json.dumps({"cls": type(env.unwrapped).__name__, "reward": reward, "terminated": terminated,
                           "outcome": info["outcome"]}))
     """)
-    proc = subprocess.run([sys.executable, "-c", script, str(task_dir)], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(task_dir)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"cls": "CodeFunctionEnv", "reward": 1.0, "terminated": True, "outcome": "passed"}
@@ -424,12 +452,15 @@ def test_non_text_action(make):
         env.unwrapped.step(42)
 
 
-@pytest.mark.parametrize("kwargs,field", [
-    ({"mode": "x"}, "mode"),
-    ({"reward": "x"}, "reward"),
-    ({"max_turns": 0}, "max_turns"),
-    ({"render_mode": "human"}, "render_mode"),
-])
+@pytest.mark.parametrize(
+    "kwargs,field",
+    [
+        ({"mode": "x"}, "mode"),
+        ({"reward": "x"}, "reward"),
+        ({"max_turns": 0}, "max_turns"),
+        ({"render_mode": "human"}, "render_mode"),
+    ],
+)
 def test_bad_kwargs(task_dir, runtime, kwargs, field):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # gymnasium's own note on an undeclared render mode
@@ -507,15 +538,18 @@ def test_extract_code_syntax_error_is_passed_on():
     assert extract_code(fence(bad), "add") == (bad, "")
 
 
-@pytest.mark.parametrize("code", [
-    "add = lambda a, b: a + b\n",
-    "add: object = sum\n",
-    "from operator import add\n",
-    "import operator as add\n",
-    "class add:\n    pass\n",
-    "async def add(a, b):\n    return a + b\n",
-    "x = add = 3\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "add = lambda a, b: a + b\n",
+        "add: object = sum\n",
+        "from operator import add\n",
+        "import operator as add\n",
+        "class add:\n    pass\n",
+        "async def add(a, b):\n    return a + b\n",
+        "x = add = 3\n",
+    ],
+)
 def test_defines_bindings(code):
     assert defines(code, "add") is True
 

@@ -19,7 +19,6 @@ import pytest
 
 from sandgym.runtimes.staging import staging_root
 from sandgym.verifiers.code_function.host import verify
-
 from tests.helpers import make_task
 
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
@@ -76,14 +75,24 @@ def judge(runtime, task, code):
     return v
 
 
-ADD = make_task(entry_point="add", tests=[
-    {"args": [1, 2], "expected": 3}, {"args": [2, 2], "expected": 4}, {"args": [-5, 5], "expected": 0},
-    {"args": [10, 5], "expected": 15}, {"args": [1, 2], "expected": 3},
-], examples=[{"args": [1, 2], "expected": 3}], reference="def add(a, b):\n    return a + b\n")
+ADD = make_task(
+    entry_point="add",
+    tests=[
+        {"args": [1, 2], "expected": 3},
+        {"args": [2, 2], "expected": 4},
+        {"args": [-5, 5], "expected": 0},
+        {"args": [10, 5], "expected": 15},
+        {"args": [1, 2], "expected": 3},
+    ],
+    examples=[{"args": [1, 2], "expected": 3}],
+    reference="def add(a, b):\n    return a + b\n",
+)
 
-CHECK_ADD = make_task(entry_point="add", check_code=(
-    "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(5, 5) == 10\n"
-), reference="def add(a, b):\n    return a + b\n")
+CHECK_ADD = make_task(
+    entry_point="add",
+    check_code=("def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(5, 5) == 10\n"),
+    reference="def add(a, b):\n    return a + b\n",
+)
 
 
 def test_reference_passes_and_wrong_fails(runtime):
@@ -92,27 +101,33 @@ def test_reference_passes_and_wrong_fails(runtime):
     assert verify(CHECK_ADD, CHECK_ADD.hidden.reference_solution, runtime).outcome == "passed"
 
 
-@pytest.mark.parametrize("code", [
-    "import sys\nsys.exit(0)\n",
-    "import os\nos._exit(0)\n",
-    "def add(a, b):\n    import sys; sys.exit(0)\n",
-    "def add(a, b):\n    import os; os._exit(0)\n",
-    "def add(a, b):\n    raise SystemExit(0)\n",
-    "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import sys\nsys.exit(0)\n",
+        "import os\nos._exit(0)\n",
+        "def add(a, b):\n    import sys; sys.exit(0)\n",
+        "def add(a, b):\n    import os; os._exit(0)\n",
+        "def add(a, b):\n    raise SystemExit(0)\n",
+        "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0\n",
+    ],
+)
 @pytest.mark.parametrize("task", [ADD, CHECK_ADD], ids=["cases", "check"])
 def test_exit_before_asserts(runtime, host_guard, task, code):
     v = judge(runtime, task, code)
     assert v.outcome == "failed"
 
 
-@pytest.mark.parametrize("code", [
-    "class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
-    "def add(a, b):\n    return Eq()\n",
-    "class I(int):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return I(0)\n",
-    "class S(str):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return S('x')\n",
-    "class L(list):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return L()\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
+        "def add(a, b):\n    return Eq()\n",
+        "class I(int):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return I(0)\n",
+        "class S(str):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return S('x')\n",
+        "class L(list):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return L()\n",
+    ],
+)
 @pytest.mark.parametrize("task", [ADD, CHECK_ADD], ids=["cases", "check"])
 def test_always_equal_objects(runtime, host_guard, task, code):
     v = judge(runtime, task, code)
@@ -120,7 +135,7 @@ def test_always_equal_objects(runtime, host_guard, task, code):
     assert any("not a plain built-in value" in t.detail for t in v.tests)
 
 
-SEARCH = '''
+SEARCH = """
 import gc, os, sys
 def _search(token_prefix="tok-"):
     found = []
@@ -194,7 +209,7 @@ def solve(x):
         if m:
             return m.group(0)
     return "nothing found"
-'''
+"""
 
 
 def test_reading_hidden_tests_fails(runtime, host_guard):
@@ -208,8 +223,7 @@ def test_the_search_attack_finds_what_is_reachable(runtime):
     # Control for the test above: the same search does find a secret that
     # the candidate's side can reach, so its failure above means something.
     token = "tok-" + secrets.token_hex(12)
-    task = make_task(tests=[{"args": [1], "expected": token}], context_code=f"HINT = {token!r}\n",
-                     timeout_s=30)
+    task = make_task(tests=[{"args": [1], "expected": token}], context_code=f"HINT = {token!r}\n", timeout_s=30)
     assert verify(task, SEARCH, runtime).outcome == "passed"
 
 
@@ -292,18 +306,21 @@ def test_fetching_the_answer_over_the_network_fails(runtime, host_guard):
     assert not accepted
 
 
-@pytest.mark.parametrize("code", [
-    "import os, signal\ndef solve(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 'x'\n",
-    "import os, signal\ndef solve(x):\n    os.kill(0, signal.SIGKILL)\n    return 'x'\n",
-    "import os, signal\ndef solve(x):\n    os.kill(-1, signal.SIGKILL)\n    return 'x'\n",
-    "import os, signal\ndef solve(x):\n"
-    "    for pid in range(1, 5000):\n"
-    "        if pid != os.getpid():\n"
-    "            try: os.kill(pid, signal.SIGKILL)\n"
-    "            except OSError: pass\n"
-    "    return 'x'\n",
-    "import os, signal\ndef solve(x):\n    os.killpg(os.getpgid(0), signal.SIGSTOP)\n    return 'x'\n",
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "import os, signal\ndef solve(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 'x'\n",
+        "import os, signal\ndef solve(x):\n    os.kill(0, signal.SIGKILL)\n    return 'x'\n",
+        "import os, signal\ndef solve(x):\n    os.kill(-1, signal.SIGKILL)\n    return 'x'\n",
+        "import os, signal\ndef solve(x):\n"
+        "    for pid in range(1, 5000):\n"
+        "        if pid != os.getpid():\n"
+        "            try: os.kill(pid, signal.SIGKILL)\n"
+        "            except OSError: pass\n"
+        "    return 'x'\n",
+        "import os, signal\ndef solve(x):\n    os.killpg(os.getpgid(0), signal.SIGSTOP)\n    return 'x'\n",
+    ],
+)
 def test_signalling_the_verifier_fails(runtime, host_guard, code):
     task, _ = secret_task(timeout_s=3)
     v = judge(runtime, task, code)
@@ -370,7 +387,9 @@ def test_disk_fill(runtime, host_guard):
     v = judge(runtime, task, code)
     assert v.outcome == "failed"
     # Nothing of it landed on the host (allow for unrelated activity).
-    assert os.statvfs("/tmp").f_bavail * os.statvfs("/tmp").f_frsize > free_before * os.statvfs("/tmp").f_frsize - (64 << 20)
+    assert os.statvfs("/tmp").f_bavail * os.statvfs("/tmp").f_frsize > free_before * os.statvfs("/tmp").f_frsize - (
+        64 << 20
+    )
 
 
 def test_writing_outside_the_workspace(runtime, host_guard):
@@ -378,8 +397,16 @@ def test_writing_outside_the_workspace(runtime, host_guard):
     task, _ = secret_task()
     judge_file = next(Path(staging_root()).glob("boundary-*/judge.py"))
     original = judge_file.read_bytes()
-    targets = ["/etc/passwd", "/usr/bin/python3", "/opt/sandgym/verifier/judge.py",
-               "/opt/sandgym/agent/agent.py", str(canary), "/tmp/../pwned", "/pwned", str(judge_file)]
+    targets = [
+        "/etc/passwd",
+        "/usr/bin/python3",
+        "/opt/sandgym/verifier/judge.py",
+        "/opt/sandgym/agent/agent.py",
+        str(canary),
+        "/tmp/../pwned",
+        "/pwned",
+        str(judge_file),
+    ]
     code = (
         "def solve(x):\n"
         "    ok = []\n"
@@ -403,12 +430,7 @@ def test_writing_outside_the_workspace(runtime, host_guard):
 
 
 def test_different_answers_per_call(runtime, host_guard):
-    code = (
-        "calls = []\n"
-        "def add(a, b):\n"
-        "    calls.append(1)\n"
-        "    return a + b if len(calls) == 1 else 0\n"
-    )
+    code = "calls = []\ndef add(a, b):\n    calls.append(1)\n    return a + b if len(calls) == 1 else 0\n"
     assert judge(runtime, ADD, code).outcome == "failed"
 
 
@@ -441,12 +463,15 @@ def test_monkeypatching_the_candidate_side_does_not_help(runtime, host_guard):
     assert judge(runtime, ADD, code).outcome == "failed"
 
 
-@pytest.mark.parametrize("junk", [
-    b"[" * 200000 + b"\n",  # nested beyond any parser's recursion limit
-    b"not json\n",
-    b'{"loaded": true}\n{"value": {"d": [[[1], 2]]}}\n',  # an unhashable dict key
-    b"x" * (70 << 20),  # larger than the judge reads
-])
+@pytest.mark.parametrize(
+    "junk",
+    [
+        b"[" * 200000 + b"\n",  # nested beyond any parser's recursion limit
+        b"not json\n",
+        b'{"loaded": true}\n{"value": {"d": [[[1], 2]]}}\n',  # an unhashable dict key
+        b"x" * (70 << 20),  # larger than the judge reads
+    ],
+)
 def test_forging_protocol_messages_cannot_force_an_infrastructure_error(runtime, host_guard, junk):
     # The candidate writes straight onto its reply pipe (fd 4) at import time.
     code = f"import os\nos.write(4, {junk!r})\ndef add(a, b):\n    return a + b\n"

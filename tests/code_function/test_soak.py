@@ -14,7 +14,6 @@ import pytest
 
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import verify
-
 from tests.code_function.test_security import sandbox_user_processes
 
 
@@ -29,9 +28,11 @@ def soak(runtime, n: int) -> None:
         task, kind = job
         if kind == 2:  # a short budget: the soak is about churn, not waiting
             task = task.model_copy(update={"visible": task.visible.model_copy(update={"timeout_s": 0.5})})
-        code = {0: task.hidden.reference_solution,
-                1: f"def {task.visible.entry_point}(*a, **k):\n    return None\n",
-                2: "while True:\n    pass\n"}[kind]
+        code = {
+            0: task.hidden.reference_solution,
+            1: f"def {task.visible.entry_point}(*a, **k):\n    return None\n",
+            2: "while True:\n    pass\n",
+        }[kind]
         return kind, verify(task, code, runtime).outcome.value
 
     with ThreadPoolExecutor(4) as pool:

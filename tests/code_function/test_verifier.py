@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-from pathlib import Path
-
 
 from sandgym.envs.code_function.humaneval import import_humaneval
 from sandgym.outcomes import Outcome
@@ -14,22 +12,30 @@ from sandgym.runtimes.local import LocalRuntime
 from sandgym.runtimes.staging import stage_dir
 from sandgym.verifiers.code_function import host as code_function
 from sandgym.verifiers.code_function.host import run_examples, verify
-
 from tests.helpers import make_task
 
-TASK = make_task(entry_point="half", tests=[
-    {"name": "even", "args": [4], "expected": 2},
-    {"name": "odd", "args": [3], "expected": 1.5},
-    {"name": "zero", "args": [0], "expected": 0},
-    {"name": "kw", "args": [], "kwargs": {"n": 10}, "expected": 5},
-], examples=[{"args": [4], "expected": 2}], reference="def half(n):\n    return n / 2\n")
+TASK = make_task(
+    entry_point="half",
+    tests=[
+        {"name": "even", "args": [4], "expected": 2},
+        {"name": "odd", "args": [3], "expected": 1.5},
+        {"name": "zero", "args": [0], "expected": 0},
+        {"name": "kw", "args": [], "kwargs": {"n": 10}, "expected": 5},
+    ],
+    examples=[{"args": [4], "expected": 2}],
+    reference="def half(n):\n    return n / 2\n",
+)
 
 
 def test_per_test_records_and_rewards(runtime):
     v = verify(TASK, "def half(n):\n    return n // 2\n", runtime)
     assert v.outcome == Outcome.FAILED
     assert [(t.name, t.status) for t in v.tests] == [
-        ("even", "passed"), ("odd", "failed"), ("zero", "passed"), ("kw", "passed")]
+        ("even", "passed"),
+        ("odd", "failed"),
+        ("zero", "passed"),
+        ("kw", "passed"),
+    ]
     assert "expected 1.5, got 1" in v.tests[1].detail
     assert v.reward("binary") == 0.0 and v.reward("pass_rate") == 0.75
     assert v.verifier_version == code_function.VERIFIER_VERSION
@@ -92,10 +98,11 @@ def test_a_record_without_the_nonce_is_a_violation(runtime, tmp_path, monkeypatc
     fake = tmp_path / "boundary"
     fake.mkdir()
     (fake / "runner.py").write_text(
-        "import json\nprint(json.dumps({'nonce': 'guessed', 'tests': "
-        "[{'name': 'even', 'status': 'passed'}]}))\n")
-    monkeypatch.setattr(code_function, "boundary_mount",
-                        lambda: Mount(source=str(stage_dir(fake)), target=code_function.BOUNDARY_DIR))
+        "import json\nprint(json.dumps({'nonce': 'guessed', 'tests': [{'name': 'even', 'status': 'passed'}]}))\n"
+    )
+    monkeypatch.setattr(
+        code_function, "boundary_mount", lambda: Mount(source=str(stage_dir(fake)), target=code_function.BOUNDARY_DIR)
+    )
     v = verify(TASK, "def half(n):\n    return 0\n", runtime)
     assert v.outcome == Outcome.VIOLATION and v.reward() == 0.0
     assert v.violations == ["forged verifier record"]
@@ -130,9 +137,13 @@ def test_humaneval_canonical_solutions_pass_and_a_wrong_one_fails(runtime, tmp_p
 
 
 def test_import_reads_gzip_and_plain(tmp_path):
-    row = {"task_id": "X/0", "prompt": "def f(x):\n    \"\"\"Return x.\"\"\"\n", "entry_point": "f",
-           "test": "def check(candidate):\n    assert candidate(1) == 1\n",
-           "canonical_solution": "    return x\n"}
+    row = {
+        "task_id": "X/0",
+        "prompt": 'def f(x):\n    """Return x."""\n',
+        "entry_point": "f",
+        "test": "def check(candidate):\n    assert candidate(1) == 1\n",
+        "canonical_solution": "    return x\n",
+    }
     plain = tmp_path / "p.jsonl"
     plain.write_text(json.dumps(row) + "\n")
     packed = tmp_path / "p.jsonl.gz"
@@ -140,4 +151,3 @@ def test_import_reads_gzip_and_plain(tmp_path):
     a = import_humaneval(plain, tmp_path / "a")
     b = import_humaneval(packed, tmp_path / "b")
     assert a.hash == b.hash and a.ids == ["X/0"]
-

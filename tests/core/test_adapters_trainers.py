@@ -17,10 +17,9 @@ from pathlib import Path
 import pytest
 
 from sandgym.adapters import trainers
+from sandgym.adapters.trainers import CodeReward, VerificationUnavailable, compute_score, trl_reward_func
 from sandgym.runtimes.local import LocalRuntime
 from sandgym.specs import TaskSet, TaskSetMeta
-from sandgym.adapters.trainers import CodeReward, VerificationUnavailable, compute_score, trl_reward_func
-
 from tests.helpers import make_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,8 +75,12 @@ def wrong(tasks, tid: str) -> str:
 
 @pytest.fixture()
 def tiny_task_set(tmp_path):
-    task = make_task(entry_point="half", tests=[{"args": [4], "expected": 2}, {"args": [3], "expected": 1.5}],
-                     reference="def half(n):\n    return n / 2\n", task_id="tiny/half")
+    task = make_task(
+        entry_point="half",
+        tests=[{"args": [4], "expected": 2}, {"args": [3], "expected": 1.5}],
+        reference="def half(n):\n    return n / 2\n",
+        task_id="tiny/half",
+    )
     return TaskSet(TaskSetMeta(name="tiny", family="code_function"), [task]).write(tmp_path / "tiny")
 
 
@@ -101,11 +104,13 @@ def test_pass_rate_scheme_gives_fractions(runtime, tasks):
     half_right = fenced("def second_largest(nums):\n    return sorted(nums)[-2] if len(nums) >= 2 else None\n")
     with CodeReward(tasks, runtime=runtime, reward="pass_rate") as s:
         v = s.verdict("basic/second-largest", half_right)
-        rates = s.score_many([
-            ("basic/second-largest", half_right),
-            ("basic/second-largest", reference(tasks, "basic/second-largest")),
-            ("basic/roman-to-int", wrong(tasks, "basic/roman-to-int")),
-        ])
+        rates = s.score_many(
+            [
+                ("basic/second-largest", half_right),
+                ("basic/second-largest", reference(tasks, "basic/second-largest")),
+                ("basic/roman-to-int", wrong(tasks, "basic/roman-to-int")),
+            ]
+        )
     assert 0.0 < rates[0] < 1.0
     assert rates[0] == v.pass_rate == sum(t.status == "passed" for t in v.tests) / len(v.tests)
     assert rates[1:] == [1.0, 0.0]
@@ -148,8 +153,14 @@ def test_trl_call_shapes_standard_and_conversational(scorer, tasks):
     assert trl_reward_func(scorer=scorer, name="code_ok").__name__ == "code_ok"
     tid = "basic/second-largest"
     # Standard format: strings; TRL also passes completion_ids and trainer_state.
-    out = f(prompts=["p1", "p1"], completions=[reference(tasks, tid), wrong(tasks, tid)],
-            completion_ids=[[1, 2], [3]], trainer_state=None, task_id=[tid, tid], other_column=[0, 1])
+    out = f(
+        prompts=["p1", "p1"],
+        completions=[reference(tasks, tid), wrong(tasks, tid)],
+        completion_ids=[[1, 2], [3]],
+        trainer_state=None,
+        task_id=[tid, tid],
+        other_column=[0, 1],
+    )
     assert out == [1.0, 0.0]
     # Conversational format: each completion is a list of messages.
     rows = trainers.trl_rows(tasks, conversational=True)
@@ -183,8 +194,9 @@ def test_env_error_is_none_for_trl_and_never_a_zero(tasks):
             with pytest.raises(VerificationUnavailable, match="env_error.*env_error_score"):
                 compute_score("sandgym", reference(tasks, tid), tid, {}, scorer=s)
             assert compute_score("sandgym", reference(tasks, tid), tid, {}, scorer=s, env_error_score=0.0) == 0.0
-            assert compute_score("sandgym", reference(tasks, tid), tid, {}, scorer=s, env_error_score=0.0,
-                                 return_dict=True) == {"score": 0.0, "pass_rate": 0.0, "env_error": 1.0}
+            assert compute_score(
+                "sandgym", reference(tasks, tid), tid, {}, scorer=s, env_error_score=0.0, return_dict=True
+            ) == {"score": 0.0, "pass_rate": 0.0, "env_error": 1.0}
     finally:
         broken.close()
 
@@ -203,20 +215,32 @@ def test_verl_compute_score_with_task_id_and_task_set_path(tiny_task_set, tasks)
     assert fn("sandgym/code_function", bad, "tiny/half", info) == 0.0  # prime: positional
     # custom_reward_function.reward_kwargs arrive as keywords
     assert fn(data_source="x", solution_str=bad, ground_truth="tiny/half", extra_info=info, reward="pass_rate") == 0.5
-    assert fn(data_source="x", solution_str=bad, ground_truth="tiny/half", extra_info=info, reward="pass_rate",
-              return_dict=True) == {"score": 0.5, "pass_rate": 0.5, "env_error": 0.0}
+    assert fn(
+        data_source="x",
+        solution_str=bad,
+        ground_truth="tiny/half",
+        extra_info=info,
+        reward="pass_rate",
+        return_dict=True,
+    ) == {"score": 0.5, "pass_rate": 0.5, "env_error": 0.0}
     with pytest.raises(KeyError, match="unknown task id 'basic/second-largest'.*choices: tiny/half"):
         fn(data_source="x", solution_str=ok, ground_truth="basic/second-largest", extra_info=info)
     # The batch reward manager: one call per batch, verified in parallel, order kept.
     scores = module.compute_score_batch(
-        data_sources=["x"] * 4, solution_strs=[ok, bad, bad, ok], ground_truths=["tiny/half"] * 4,
-        extra_infos=[info] * 4)
+        data_sources=["x"] * 4,
+        solution_strs=[ok, bad, bad, ok],
+        ground_truths=["tiny/half"] * 4,
+        extra_infos=[info] * 4,
+    )
     assert scores == [1.0, 0.0, 0.0, 1.0]
     # Task sets may differ row by row (extra_info per row).
     tid = "basic/second-largest"
     mixed = trainers.compute_score_batch(
-        data_sources=["a", "b", "c"], solution_strs=[ok, wrong(tasks, tid), reference(tasks, tid)],
-        ground_truths=["tiny/half", tid, tid], extra_infos=[info, None, {"task_set": str(tasks.root)}])
+        data_sources=["a", "b", "c"],
+        solution_strs=[ok, wrong(tasks, tid), reference(tasks, tid)],
+        ground_truths=["tiny/half", tid, tid],
+        extra_infos=[info, None, {"task_set": str(tasks.root)}],
+    )
     assert mixed == [1.0, 0.0, 1.0]
     # verl_rows: the parquet layout, ground_truth = task id, extra_info carries the folder.
     row = module.verl_rows(str(tiny_task_set))[0]
@@ -227,9 +251,16 @@ def test_verl_compute_score_with_task_id_and_task_set_path(tiny_task_set, tasks)
 
 
 def test_example_scripts_run_and_print_the_rewards():
-    procs = {name: subprocess.Popen([sys.executable, str(ROOT / "examples" / name)], cwd=ROOT,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for name in ("trl_reward.py", "verl_reward.py")}
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, str(ROOT / "examples" / name)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("trl_reward.py", "verl_reward.py")
+    }
     out = {}
     for name, p in procs.items():
         stdout, stderr = p.communicate(timeout=120)

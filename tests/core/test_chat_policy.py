@@ -37,11 +37,21 @@ def write_set(root: Path) -> Path:
     (root / "taskset.yaml").write_text(yaml.safe_dump({"name": "chat-mini", "family": "code_function"}))
     for name, ref in REFS.items():
         args, expected = ANSWERS[name]
-        (root / "tasks" / f"{name}.yaml").write_text(yaml.safe_dump(
-            {"id": f"m/{name}", "prompt": f"Write `{name}`.", "entry_point": name,
-             "examples": [{"args": args, "expected": expected}]}))
-        (root / "hidden" / f"{name}.yaml").write_text(yaml.safe_dump(
-            {"id": f"m/{name}", "reference_solution": ref, "tests": [{"args": args, "expected": expected}]}))
+        (root / "tasks" / f"{name}.yaml").write_text(
+            yaml.safe_dump(
+                {
+                    "id": f"m/{name}",
+                    "prompt": f"Write `{name}`.",
+                    "entry_point": name,
+                    "examples": [{"args": args, "expected": expected}],
+                }
+            )
+        )
+        (root / "hidden" / f"{name}.yaml").write_text(
+            yaml.safe_dump(
+                {"id": f"m/{name}", "reference_solution": ref, "tests": [{"args": args, "expected": expected}]}
+            )
+        )
     return root
 
 
@@ -77,9 +87,17 @@ class Endpoint:
                     return self._send(200, b'{"object": "error"}')
                 if endpoint.mode == "script":
                     message = endpoint.script.pop(0)
-                    return self._send(200, json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
-                                                       "choices": [{"index": 0, "message": message,
-                                                                    "finish_reason": "stop"}]}).encode())
+                    return self._send(
+                        200,
+                        json.dumps(
+                            {
+                                "id": "x",
+                                "object": "chat.completion",
+                                "model": body["model"],
+                                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                            }
+                        ).encode(),
+                    )
                 task = body["messages"][1]["content"]
                 name = next(n for n in REFS if f"`{n}`" in task)
                 code = REFS[name]
@@ -87,15 +105,43 @@ class Endpoint:
                 if endpoint.mode == "text":
                     message = {"role": "assistant", "content": f"Here:\n```python\n{code}```"}
                 elif endpoint.mode == "tools" or (endpoint.mode == "multi" and turn > 0):
-                    message = {"role": "assistant", "content": None, "tool_calls": [{
-                        "id": "c1", "type": "function",
-                        "function": {"name": "submit_code", "arguments": json.dumps({"code": code})}}]}
+                    message = {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "submit_code", "arguments": json.dumps({"code": code})},
+                            }
+                        ],
+                    }
                 else:  # multi, first turn: run a wrong version first
-                    message = {"role": "assistant", "content": None, "tool_calls": [{
-                        "id": "c0", "type": "function",
-                        "function": {"name": "run_code", "arguments": json.dumps({"code": f"def {name}(*a):\n    return 0\n"})}}]}
-                self._send(200, json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
-                                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}).encode())
+                    message = {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "c0",
+                                "type": "function",
+                                "function": {
+                                    "name": "run_code",
+                                    "arguments": json.dumps({"code": f"def {name}(*a):\n    return 0\n"}),
+                                },
+                            }
+                        ],
+                    }
+                self._send(
+                    200,
+                    json.dumps(
+                        {
+                            "id": "x",
+                            "object": "chat.completion",
+                            "model": body["model"],
+                            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                        }
+                    ).encode(),
+                )
 
             def _send(self, status, data):
                 self.send_response(status)
@@ -135,8 +181,16 @@ def test_scripted_endpoint_solves_every_task(task_set, runtime, endpoint, tmp_pa
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-secret-123")
     endpoint.mode = mode
     policy = make_policy(f"openai:scripted@{endpoint.url}", seed=7)
-    r = EvalRun("sandgym/CodeFunction-v0", task_set, policy, runtime, "local", tmp_path / "out",
-                env_kwargs={"mode": env_mode, "max_turns": 3, "reward": "binary"}, seed=7)
+    r = EvalRun(
+        "sandgym/CodeFunction-v0",
+        task_set,
+        policy,
+        runtime,
+        "local",
+        tmp_path / "out",
+        env_kwargs={"mode": env_mode, "max_turns": 3, "reward": "binary"},
+        seed=7,
+    )
     summary = r.run()
     assert summary.outcomes["passed"] == 3 and summary.reward_mean == 1.0
     recs = records(tmp_path / "out")
@@ -151,8 +205,9 @@ def test_scripted_endpoint_solves_every_task(task_set, runtime, endpoint, tmp_pa
         assert any(len(b["messages"]) == 4 for b in endpoint.requests)
 
 
-@pytest.mark.parametrize("mode,message", [
-    ("401", "refused the API key"), ("garbage", "not JSON"), ("nochoices", "not a chat completion")])
+@pytest.mark.parametrize(
+    "mode,message", [("401", "refused the API key"), ("garbage", "not JSON"), ("nochoices", "not a chat completion")]
+)
 def test_endpoint_failures_are_recorded_not_crashes(task_set, runtime, endpoint, tmp_path, mode, message):
     endpoint.mode = mode
     policy = ChatPolicy("scripted", endpoint.url, retries=0)
@@ -165,8 +220,11 @@ def test_endpoint_failures_are_recorded_not_crashes(task_set, runtime, endpoint,
 
 
 def tool_call(name: str, **args) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": [{
-        "id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}],
+    }
 
 
 def test_tool_calls_drive_a_swe_episode(runtime, endpoint, tmp_path):
@@ -198,14 +256,22 @@ def test_unreachable_endpoint_and_retries(task_set, runtime, endpoint, tmp_path)
     s.bind(("127.0.0.1", 0))
     dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
     s.close()
-    summary = EvalRun("sandgym/CodeFunction-v0", task_set, ChatPolicy("m", dead, retries=1), runtime,
-                      "local", tmp_path / "dead").run()
+    summary = EvalRun(
+        "sandgym/CodeFunction-v0", task_set, ChatPolicy("m", dead, retries=1), runtime, "local", tmp_path / "dead"
+    ).run()
     assert summary.outcomes["env_error"] == 3
     assert all("cannot reach" in r["error"] for r in records(tmp_path / "dead"))
     # A busy endpoint (503) is retried and then answers.
     endpoint.fail_first = 2
-    summary = EvalRun("sandgym/CodeFunction-v0", task_set, ChatPolicy("m", endpoint.url, retries=3),
-                      runtime, "local", tmp_path / "busy", concurrency=1).run()
+    summary = EvalRun(
+        "sandgym/CodeFunction-v0",
+        task_set,
+        ChatPolicy("m", endpoint.url, retries=3),
+        runtime,
+        "local",
+        tmp_path / "busy",
+        concurrency=1,
+    ).run()
     assert summary.outcomes["passed"] == 3
 
 
@@ -235,8 +301,18 @@ def test_resume_runs_only_what_is_missing(task_set, runtime, tmp_path):
 def test_ctrl_c_keeps_finished_records_and_resume_finishes(task_set, endpoint, tmp_path):
     endpoint.delay = 0.7  # slow model: the run is interrupted mid-way
     out = tmp_path / "int"
-    cmd = [str(Path(sys.executable).parent / "sandgym"), "eval", "--tasks", str(task_set.root),
-           "--policy", f"openai:scripted@{endpoint.url}", "--out", str(out), "--concurrency", "1"]
+    cmd = [
+        str(Path(sys.executable).parent / "sandgym"),
+        "eval",
+        "--tasks",
+        str(task_set.root),
+        "--policy",
+        f"openai:scripted@{endpoint.url}",
+        "--out",
+        str(out),
+        "--concurrency",
+        "1",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     traj = out / "trajectories.jsonl"

@@ -21,23 +21,38 @@ runner = CliRunner()
 
 TASKS = {
     "add": (
-        {"id": "add", "prompt": "Return a + b.", "entry_point": "add",
-         "examples": [{"args": [1, 2], "expected": 3}]},
-        {"id": "add", "tests": [{"args": [2, 3], "expected": 5}, {"args": [-1, 1], "expected": 0}],
-         "reference_solution": "def add(a, b):\n    return a + b\n"},
+        {"id": "add", "prompt": "Return a + b.", "entry_point": "add", "examples": [{"args": [1, 2], "expected": 3}]},
+        {
+            "id": "add",
+            "tests": [{"args": [2, 3], "expected": 5}, {"args": [-1, 1], "expected": 0}],
+            "reference_solution": "def add(a, b):\n    return a + b\n",
+        },
     ),
     "rev": (
-        {"id": "rev", "prompt": "Return the string reversed.", "entry_point": "rev",
-         "examples": [{"args": ["abc"], "expected": "cba"}]},
-        {"id": "rev", "tests": [{"args": ["hello"], "expected": "olleh"}, {"args": ["ab"], "expected": "ba"}],
-         "reference_solution": "def rev(s):\n    return s[::-1]\n"},
+        {
+            "id": "rev",
+            "prompt": "Return the string reversed.",
+            "entry_point": "rev",
+            "examples": [{"args": ["abc"], "expected": "cba"}],
+        },
+        {
+            "id": "rev",
+            "tests": [{"args": ["hello"], "expected": "olleh"}, {"args": ["ab"], "expected": "ba"}],
+            "reference_solution": "def rev(s):\n    return s[::-1]\n",
+        },
     ),
     "even": (
-        {"id": "even", "prompt": "Return whether n is even.", "entry_point": "is_even",
-         "examples": [{"args": [2], "expected": True}]},
-        {"id": "even", "check_code": "def check(candidate):\n    assert candidate(4) is True\n"
-                                     "    assert candidate(7) is False\n",
-         "reference_solution": "def is_even(n):\n    return n % 2 == 0\n"},
+        {
+            "id": "even",
+            "prompt": "Return whether n is even.",
+            "entry_point": "is_even",
+            "examples": [{"args": [2], "expected": True}],
+        },
+        {
+            "id": "even",
+            "check_code": "def check(candidate):\n    assert candidate(4) is True\n    assert candidate(7) is False\n",
+            "reference_solution": "def is_even(n):\n    return n % 2 == 0\n",
+        },
     ),
 }
 IDS = sorted(TASKS)
@@ -148,11 +163,16 @@ def test_eval_replay_in_order(task_dir, tmp_path):
     replay = tmp_path / "replay.jsonl"
     add_actions = [fence("def add(a, b):\n    return a - b\n"), fence("def add(a, b):\n    return a + b\n"), "SUBMIT"]
     rev_actions = ["SUBMIT\n" + fence("def rev(s):\n    return s\n")]
-    replay.write_text(json.dumps({"task_id": "add", "actions": add_actions}) + "\n\n"
-                      + json.dumps({"task_id": "rev", "actions": rev_actions}) + "\n")
+    replay.write_text(
+        json.dumps({"task_id": "add", "actions": add_actions})
+        + "\n\n"
+        + json.dumps({"task_id": "rev", "actions": rev_actions})
+        + "\n"
+    )
     out = tmp_path / "run"
-    result = run_eval(task_dir, out, "--policy", f"replay:{replay}", "--mode", "multi", "--max-turns", "5",
-                      "--reward", "pass_rate")
+    result = run_eval(
+        task_dir, out, "--policy", f"replay:{replay}", "--mode", "multi", "--max-turns", "5", "--reward", "pass_rate"
+    )
     assert result.exit_code == 0, result.output
     by_id = {r.task_id: r for r in read_records(out)}
     assert set(by_id) == set(IDS)
@@ -206,14 +226,17 @@ def test_eval_replay_that_stops_before_submitting(task_dir, tmp_path):
 # -- eval: bad input ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args,needles", [
-    (["--env", "sandgym/Nope-v0"], ["unknown env id", "sandgym/Nope-v0", "sandgym/CodeFunction-v0"]),
-    (["--policy", "gpt"], ["unknown policy", "'gpt'", "oracle", "null", "replay:FILE"]),
-    (["--runtime", "nope"], ["unknown runtime", "'nope'", "local"]),
-    (["--runtime", "kubernetes"], ["kubernetes", "available: local"]),
-    (["--task-id", "nope"], ["unknown task id", "'nope'", "add", "even", "rev"]),
-    (["--task-id", "add", "--task-id", "nope"], ["'nope'", "choices"]),
-])
+@pytest.mark.parametrize(
+    "args,needles",
+    [
+        (["--env", "sandgym/Nope-v0"], ["unknown env id", "sandgym/Nope-v0", "sandgym/CodeFunction-v0"]),
+        (["--policy", "gpt"], ["unknown policy", "'gpt'", "oracle", "null", "replay:FILE"]),
+        (["--runtime", "nope"], ["unknown runtime", "'nope'", "local"]),
+        (["--runtime", "kubernetes"], ["kubernetes", "available: local"]),
+        (["--task-id", "nope"], ["unknown task id", "'nope'", "add", "even", "rev"]),
+        (["--task-id", "add", "--task-id", "nope"], ["'nope'", "choices"]),
+    ],
+)
 def test_eval_bad_choices(task_dir, tmp_path, args, needles):
     out = tmp_path / "run"
     result = run_eval(task_dir, out, *args)
@@ -237,12 +260,15 @@ def test_eval_bad_env_option_fails_up_front(task_dir, tmp_path, option, value):
     assert not (out / "trajectories.jsonl").exists()
 
 
-@pytest.mark.parametrize("content,line,needles", [
-    ('{"task_id": "add", "actions": ["x"]}\nnot json\n', 2, ["not JSON"]),
-    ('\n\n{"task_id": "add", "actions": "x"}\n', 3, ["`actions`"]),
-    ('["add"]\n', 1, ["task_id"]),
-    ('{"task_id": "add", "actions": []}\n{"task_id": "add", "actions": []}\n', 2, ["twice"]),
-])
+@pytest.mark.parametrize(
+    "content,line,needles",
+    [
+        ('{"task_id": "add", "actions": ["x"]}\nnot json\n', 2, ["not JSON"]),
+        ('\n\n{"task_id": "add", "actions": "x"}\n', 3, ["`actions`"]),
+        ('["add"]\n', 1, ["task_id"]),
+        ('{"task_id": "add", "actions": []}\n{"task_id": "add", "actions": []}\n', 2, ["twice"]),
+    ],
+)
 def test_eval_malformed_replay_names_file_and_line(task_dir, tmp_path, content, line, needles):
     replay = tmp_path / "replay.jsonl"
     replay.write_text(content)
@@ -281,9 +307,15 @@ def test_eval_into_folder_with_empty_records_file(task_dir, tmp_path):
 def test_eval_end_to_end_subprocess(task_dir, tmp_path):
     exe = Path(sys.executable).parent / "sandgym"
     out = tmp_path / "run"
-    proc = subprocess.run([str(exe), "eval", "--tasks", str(task_dir), "--policy", "oracle", "--out", str(out)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False,
-                          env={**os.environ, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [str(exe), "eval", "--tasks", str(task_dir), "--policy", "oracle", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stderr
     assert "passed" in proc.stdout
     summary = read_summary(out)
@@ -296,12 +328,12 @@ def test_eval_end_to_end_subprocess(task_dir, tmp_path):
 HUMANEVAL = [
     {
         "task_id": "HumanEval/0",
-        "prompt": 'from typing import List\n\n\ndef double_all(xs: List[int]) -> List[int]:\n'
-                  '    """Return every element doubled."""\n',
+        "prompt": "from typing import List\n\n\ndef double_all(xs: List[int]) -> List[int]:\n"
+        '    """Return every element doubled."""\n',
         "entry_point": "double_all",
         "canonical_solution": "    return [2 * x for x in xs]\n",
         "test": "\n\nMETADATA = {}\n\n\ndef check(candidate):\n    assert candidate([1, 2]) == [2, 4]\n"
-                "    assert candidate([]) == []\n",
+        "    assert candidate([]) == []\n",
     },
     {
         "task_id": "HumanEval/1",
@@ -369,8 +401,9 @@ def test_import_humaneval_bad_json_line(tmp_path):
 
 
 def test_import_humaneval_missing_file(tmp_path):
-    result = runner.invoke(app, ["tasks", "import", "humaneval", str(tmp_path / "no.jsonl"), "--out",
-                                 str(tmp_path / "he")])
+    result = runner.invoke(
+        app, ["tasks", "import", "humaneval", str(tmp_path / "no.jsonl"), "--out", str(tmp_path / "he")]
+    )
     assert result.exit_code != 0 and says(result, "no such file")
 
 
@@ -418,8 +451,9 @@ def test_validate_reports_malformed_spec(task_dir, tmp_path):
     assert says(result, str(root / "tasks" / "add.yaml"), "`entry_point`")
 
 
-FILE_KINDS = ["taskset"] + [f"{family}.{half}" for family in ("code_function", "swe_repo", "browser_form")
-                             for half in ("task", "hidden")]
+FILE_KINDS = ["taskset"] + [
+    f"{family}.{half}" for family in ("code_function", "swe_repo", "browser_form") for half in ("task", "hidden")
+]
 
 
 def test_schema_out_writes_one_file_per_kind(tmp_path):
@@ -488,9 +522,14 @@ def test_report_and_leaderboard_commands(tmp_path):
     assert res.exit_code == 2
 
 
-@pytest.mark.parametrize("family,set_name,column", [
-    ("swe_repo", "billing-v1", "FAIL_TO_PASS"), ("swe_repo", "pypi-v1", "PASS_TO_PASS"),
-    ("browser_form", "basic-v1", "oracle steps")])
+@pytest.mark.parametrize(
+    "family,set_name,column",
+    [
+        ("swe_repo", "billing-v1", "FAIL_TO_PASS"),
+        ("swe_repo", "pypi-v1", "PASS_TO_PASS"),
+        ("browser_form", "basic-v1", "oracle steps"),
+    ],
+)
 def test_list_shows_each_familys_columns(family, set_name, column):
     from sandgym.specs import bundled_dir
 
@@ -520,12 +559,27 @@ def test_validate_plays_oracle_and_null_episodes_for_other_families(tmp_path):
 
 
 def test_env_options_reach_the_env_and_bad_ones_are_named(tmp_path):
-    result = runner.invoke(app, ["eval", "--env", "sandgym/SWERepo-v0", "--policy", "null", "-o", "max_steps=3",
-                                 "-o", "warm_pool=0", "--task-id", "billing/bulk-threshold", "--out", str(tmp_path / "a")])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "--env",
+            "sandgym/SWERepo-v0",
+            "--policy",
+            "null",
+            "-o",
+            "max_steps=3",
+            "-o",
+            "warm_pool=0",
+            "--task-id",
+            "billing/bulk-threshold",
+            "--out",
+            str(tmp_path / "a"),
+        ],
+    )
     assert result.exit_code == 0, result.output
     rec = json.loads((tmp_path / "a" / "trajectories.jsonl").read_text().splitlines()[0])
     assert rec["env_kwargs"]["max_steps"] == 3 and rec["env_kwargs"]["warm_pool"] == 0 and rec["status"] == "NO"
-    for args, named in ((["-o", "bogus=1"], "bogus"), (["-o", "novalue"], "KEY=VALUE"),
-                        (["--mode", "multi"], "mode")):
+    for args, named in ((["-o", "bogus=1"], "bogus"), (["-o", "novalue"], "KEY=VALUE"), (["--mode", "multi"], "mode")):
         result = runner.invoke(app, ["eval", "--env", "sandgym/SWERepo-v0", *args, "--out", str(tmp_path / "b")])
         assert result.exit_code == 2 and named in result.output, result.output

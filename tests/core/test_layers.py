@@ -15,11 +15,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 # Top-level folders and the package each one is installed as (pyproject.toml).
-PACKAGES = {"sandgym": "sandgym", "envs": "sandgym.envs", "verifiers": "sandgym.verifiers",
-            "runtimes": "sandgym.runtimes"}
+PACKAGES = {
+    "sandgym": "sandgym",
+    "envs": "sandgym.envs",
+    "verifiers": "sandgym.verifiers",
+    "runtimes": "sandgym.runtimes",
+}
 # The core's floor: what every layer may import. It imports nothing above it.
-FLOOR = ("sandgym.errors", "sandgym.outcomes", "sandgym.spaces", "sandgym.specs", "sandgym.families",
-         "sandgym.task_specs")
+FLOOR = (
+    "sandgym.errors",
+    "sandgym.outcomes",
+    "sandgym.spaces",
+    "sandgym.specs",
+    "sandgym.families",
+    "sandgym.task_specs",
+)
 # The core modules that may import a family's envs and verifiers.
 GATES = ("sandgym.cli", "sandgym.families", "sandgym.adapters")
 # The declared contracts the rest of the core is typed against.
@@ -109,17 +119,20 @@ def test_the_tree_imports_one_way():
     assert violations(files) == []
 
 
-@pytest.mark.parametrize("module,source", [
-    ("sandgym.verifiers.swe_repo.host", "from sandgym.envs.swe_repo.env import SWERepoEnv\n"),
-    ("sandgym.verifiers.swe_repo.host", "def f():\n    from ...envs.swe_repo import actions\n"),
-    ("sandgym.runtimes.local", "from sandgym.verifiers.models import Verdict\n"),
-    ("sandgym.runtimes.local", "from ..specs import TaskSet\n"),
-    ("sandgym.envs.swe_repo.env", "from sandgym.harness import EvalRun\n"),
-    ("sandgym.specs.base", "from sandgym.runtimes import get_runtime\n"),
-    ("sandgym.harness", "from sandgym.verifiers.code_function.host import verify\n"),
-    ("sandgym.report", "import sandgym.envs.code_function.env\n"),
-    ("sandgym.harness", "from sandgym.envs import code_function\n"),
-])
+@pytest.mark.parametrize(
+    "module,source",
+    [
+        ("sandgym.verifiers.swe_repo.host", "from sandgym.envs.swe_repo.env import SWERepoEnv\n"),
+        ("sandgym.verifiers.swe_repo.host", "def f():\n    from ...envs.swe_repo import actions\n"),
+        ("sandgym.runtimes.local", "from sandgym.verifiers.models import Verdict\n"),
+        ("sandgym.runtimes.local", "from ..specs import TaskSet\n"),
+        ("sandgym.envs.swe_repo.env", "from sandgym.harness import EvalRun\n"),
+        ("sandgym.specs.base", "from sandgym.runtimes import get_runtime\n"),
+        ("sandgym.harness", "from sandgym.verifiers.code_function.host import verify\n"),
+        ("sandgym.report", "import sandgym.envs.code_function.env\n"),
+        ("sandgym.harness", "from sandgym.envs import code_function\n"),
+    ],
+)
 def test_a_wrong_way_import_is_caught(module, source):
     files = tree_sources()
     key = module if module in files else module + "/"

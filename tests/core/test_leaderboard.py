@@ -14,7 +14,6 @@ from sandgym.leaderboard import LeaderboardError, bootstrap_interval, rank, wils
 from sandgym.policies import NullPolicy, OraclePolicy, ReplayPolicy
 from sandgym.runs import RunError, load_run
 from sandgym.specs import TaskSet, TaskSetMeta
-
 from tests.helpers import make_task
 
 ENV = "sandgym/CodeFunction-v0"
@@ -26,13 +25,23 @@ def tiny_task_set(root: Path, extra_test: bool = False) -> TaskSet:
         add_tests.append({"name": "zeros", "args": [0, 0], "expected": 0})
     pairs = [
         make_task(task_id="add", entry_point="add", reference="def add(a, b):\n    return a + b\n", tests=add_tests),
-        make_task(task_id="rev", entry_point="rev", reference="def rev(s):\n    return s[::-1]\n",
-                  tests=[{"name": "word", "args": ["hello"], "expected": "olleh"},
-                         {"name": "pair", "args": ["ab"], "expected": "ba"},
-                         {"name": "empty", "args": [""], "expected": ""},
-                         {"name": "one", "args": ["x"], "expected": "x"}]),
-        make_task(task_id="sq", entry_point="sq", reference="def sq(x):\n    return x * x\n",
-                  tests=[{"args": [3], "expected": 9}, {"args": [-2], "expected": 4}]),
+        make_task(
+            task_id="rev",
+            entry_point="rev",
+            reference="def rev(s):\n    return s[::-1]\n",
+            tests=[
+                {"name": "word", "args": ["hello"], "expected": "olleh"},
+                {"name": "pair", "args": ["ab"], "expected": "ba"},
+                {"name": "empty", "args": [""], "expected": ""},
+                {"name": "one", "args": ["x"], "expected": "x"},
+            ],
+        ),
+        make_task(
+            task_id="sq",
+            entry_point="sq",
+            reference="def sq(x):\n    return x * x\n",
+            tests=[{"args": [3], "expected": 9}, {"args": [-2], "expected": 4}],
+        ),
     ]
     TaskSet(TaskSetMeta(name="board-mini", family="code_function"), pairs).write(root)
     return TaskSet.load(root)
@@ -118,7 +127,12 @@ def test_oracle_ranks_above_null(runs):
     assert [r["policy"] for r in rows] == ["oracle", "null"]
     assert json.loads(json.dumps(rows)) == rows  # plain data
     assert {k: rows[0][k] for k in ("n_scored", "n_episodes", "env_error", "not_executed", "runtime")} == {
-        "n_scored": 3, "n_episodes": 3, "env_error": 0, "not_executed": 0, "runtime": "local"}
+        "n_scored": 3,
+        "n_episodes": 3,
+        "env_error": 0,
+        "not_executed": 0,
+        "runtime": "local",
+    }
     assert rows[0]["run_id"] == load_run(runs["oracle"]).summary.run_id
     assert rows[0]["run_dir"] == str(runs["oracle"])
 
@@ -146,22 +160,42 @@ def test_different_task_sets_are_refused(runs, runtime, tmp_path):
 def graded_task_set(root: Path, passes: list[int]) -> tuple[TaskSet, Path]:
     """One task per entry of `passes`, each with 7 hidden tests, and a replay file whose
     code for task i passes passes[i] of them: pass-rate rewards passes[i] / 7."""
-    pairs = [make_task(task_id=f"graded-{i}", entry_point="f", reference="def f(x):\n    return 10 * x\n",
-                       tests=[{"args": [x], "expected": 10 * x} for x in range(7)])
-             for i in range(len(passes))]
+    pairs = [
+        make_task(
+            task_id=f"graded-{i}",
+            entry_point="f",
+            reference="def f(x):\n    return 10 * x\n",
+            tests=[{"args": [x], "expected": 10 * x} for x in range(7)],
+        )
+        for i in range(len(passes))
+    ]
     TaskSet(TaskSetMeta(name="graded", family="code_function"), pairs).write(root / "ts")
     replay = root / "graded.jsonl"
-    replay.write_text("".join(
-        json.dumps({"task_id": f"graded-{i}", "actions": [fence(f"def f(x):\n    return 10 * x if x < {k} else -1\n")]})
-        + "\n" for i, k in enumerate(passes)))
+    replay.write_text(
+        "".join(
+            json.dumps(
+                {"task_id": f"graded-{i}", "actions": [fence(f"def f(x):\n    return 10 * x if x < {k} else -1\n")]}
+            )
+            + "\n"
+            for i, k in enumerate(passes)
+        )
+    )
     return TaskSet.load(root / "ts"), replay
 
 
 def test_pass_rate_rewards_use_a_deterministic_bootstrap(runtime, tmp_path):
     ts, replay = graded_task_set(tmp_path, [0, 1, 2, 3, 5, 6, 7])
     run_dir = tmp_path / "rate"
-    EvalRun(ENV, ts, ReplayPolicy(replay), runtime, "local", run_dir, concurrency=3,
-            env_kwargs={"mode": "single", "max_turns": 5, "reward": "pass_rate"}).run()
+    EvalRun(
+        ENV,
+        ts,
+        ReplayPolicy(replay),
+        runtime,
+        "local",
+        run_dir,
+        concurrency=3,
+        env_kwargs={"mode": "single", "max_turns": 5, "reward": "pass_rate"},
+    ).run()
     rewards = sorted(r.reward for r in load_run(run_dir).records)
     assert rewards == pytest.approx([k / 7 for k in (0, 1, 2, 3, 5, 6, 7)])
 

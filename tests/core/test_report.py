@@ -23,29 +23,50 @@ from sandgym.report import PHASES, fmt_seconds, write_report
 from sandgym.runs import RunError, load_run
 from sandgym.runtimes.local import LocalRuntime
 from sandgym.specs import TaskSet, TaskSetMeta
-
 from tests.helpers import make_task
 
 ENV = "sandgym/CodeFunction-v0"
 XSS = "<script>alert(1)</script>"
 CHROMIUM = "/usr/lib/chromium/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def tiny_task_set(root: Path, name: str = "report-mini") -> TaskSet:
     pairs = [
-        make_task(task_id="add", entry_point="add", reference="def add(a, b):\n    return a + b\n",
-                  tests=[{"name": "small", "args": [2, 3], "expected": 5},
-                         {"name": "signs", "args": [-1, 1], "expected": 0}],
-                  examples=[{"args": [1, 2], "expected": 3}]),
-        make_task(task_id="rev", entry_point="rev", reference="def rev(s):\n    return s[::-1]\n",
-                  tests=[{"name": "word", "args": ["hello"], "expected": "olleh"},
-                         {"name": "pair", "args": ["ab"], "expected": "ba"}]),
-        make_task(task_id="even", entry_point="is_even", reference="def is_even(n):\n    return n % 2 == 0\n",
-                  check_code="def check(candidate):\n    assert candidate(4) is True\n    assert candidate(7) is False\n"),
-        make_task(task_id="sq", entry_point="sq", reference="def sq(x):\n    return x * x\n",
-                  tests=[{"args": [3], "expected": 9}]),
+        make_task(
+            task_id="add",
+            entry_point="add",
+            reference="def add(a, b):\n    return a + b\n",
+            tests=[{"name": "small", "args": [2, 3], "expected": 5}, {"name": "signs", "args": [-1, 1], "expected": 0}],
+            examples=[{"args": [1, 2], "expected": 3}],
+        ),
+        make_task(
+            task_id="rev",
+            entry_point="rev",
+            reference="def rev(s):\n    return s[::-1]\n",
+            tests=[
+                {"name": "word", "args": ["hello"], "expected": "olleh"},
+                {"name": "pair", "args": ["ab"], "expected": "ba"},
+            ],
+        ),
+        make_task(
+            task_id="even",
+            entry_point="is_even",
+            reference="def is_even(n):\n    return n % 2 == 0\n",
+            check_code="def check(candidate):\n    assert candidate(4) is True\n    assert candidate(7) is False\n",
+        ),
+        make_task(
+            task_id="sq",
+            entry_point="sq",
+            reference="def sq(x):\n    return x * x\n",
+            tests=[{"args": [3], "expected": 9}],
+        ),
     ]
     TaskSet(TaskSetMeta(name=name, family="code_function"), pairs).write(root)
     return TaskSet.load(root)
@@ -80,11 +101,14 @@ def task_set(tmp_path_factory) -> TaskSet:
 def mixed_run(task_set, tmp_path_factory) -> Path:
     """passed (add), failed with markup in its output (rev), not_executed (even), env_error (sq)."""
     tmp = tmp_path_factory.mktemp("mixed")
-    replay = write_replay(tmp / "replay.jsonl", [
-        {"task_id": "add", "actions": ["```python\ndef add(a, b):\n    return a + b\n```"]},
-        {"task_id": "rev", "actions": [f"```python\ndef rev(s):\n    return {XSS!r}\n```"]},
-        {"task_id": "sq", "actions": ["```python\ndef sq(x):\n    return x * x\n```"]},
-    ])
+    replay = write_replay(
+        tmp / "replay.jsonl",
+        [
+            {"task_id": "add", "actions": ["```python\ndef add(a, b):\n    return a + b\n```"]},
+            {"task_id": "rev", "actions": [f"```python\ndef rev(s):\n    return {XSS!r}\n```"]},
+            {"task_id": "sq", "actions": ["```python\ndef sq(x):\n    return x * x\n```"]},
+        ],
+    )
     rt = BrokenVerifierRuntime({"sq"})
     try:
         out = tmp / "run"
@@ -140,8 +164,10 @@ def expected_success_line(records) -> str:
     passed = sum(r.outcome == "passed" for r in scored)
     rate = f"{100 * passed / len(scored):.1f}%" if scored else "n/a"
     c = Counter(r.outcome for r in records)
-    return (f"passed {passed} of {len(scored)} scored ({rate}) · {c['env_error']} env_error and "
-            f"{c['not_executed']} not_executed not scored")
+    return (
+        f"passed {passed} of {len(scored)} scored ({rate}) · {c['env_error']} env_error and "
+        f"{c['not_executed']} not_executed not scored"
+    )
 
 
 # -- the run folder ------------------------------------------------------------------------
@@ -151,7 +177,11 @@ def test_mixed_run_has_every_kind_of_outcome(mixed_run):
     run = load_run(mixed_run)
     by_task = {r.task_id: r for r in run.records}
     assert {t: r.outcome for t, r in by_task.items()} == {
-        "add": "passed", "rev": "failed", "even": "not_executed", "sq": "env_error"}
+        "add": "passed",
+        "rev": "failed",
+        "even": "not_executed",
+        "sq": "env_error",
+    }
     assert by_task["sq"].reward is None and len(by_task["sq"].attempts) == 3
     assert not run.interrupted and run.summary.n_episodes == 4 and run.summary.n_scored == 2
 
@@ -203,8 +233,19 @@ def test_interrupted_run_rebuilds_its_summary(mixed_run, tmp_path):
     (cut / SUMMARY).unlink()
     whole, run = load_run(mixed_run), load_run(cut)
     assert run.interrupted
-    for field in ("run_id", "env_id", "task_set", "task_set_hash", "policy", "runtime", "seed", "n_episodes",
-                  "outcomes", "reward_mean", "n_scored"):
+    for field in (
+        "run_id",
+        "env_id",
+        "task_set",
+        "task_set_hash",
+        "policy",
+        "runtime",
+        "seed",
+        "n_episodes",
+        "outcomes",
+        "reward_mean",
+        "n_scored",
+    ):
         assert getattr(run.summary, field) == getattr(whole.summary, field), field
 
     # Half the records, as if the run was killed halfway.
@@ -232,8 +273,16 @@ def test_report_numbers_match_the_records(mixed_run):
     assert "mean reward 0.500 over 2 scored episodes" in page.text_of("reward-mean")
 
     meta = page.text_of("run")
-    for value in (run.summary.run_id, run.summary.task_set, run.summary.task_set_hash, ENV, "replay",
-                  str(run.summary.policy["file"]), "local", "episodes"):
+    for value in (
+        run.summary.run_id,
+        run.summary.task_set,
+        run.summary.task_set_hash,
+        ENV,
+        "replay",
+        str(run.summary.policy["file"]),
+        "local",
+        "episodes",
+    ):
         assert value in meta, value
 
     # Outcome chart: every outcome name, zeros included, counts from the records.

@@ -80,5 +80,7 @@ def test_sessions_sandboxes_live_inside_the_container(served):
 
 
 def test_constraints_drop_hashes():
-    lock = "# comment\nfoo==1.0 \\\n    --hash=sha256:abc\nbar==2.0 ; python_version < '3.12' \\\n    --hash=sha256:def\n"
+    lock = (
+        "# comment\nfoo==1.0 \\\n    --hash=sha256:abc\nbar==2.0 ; python_version < '3.12' \\\n    --hash=sha256:def\n"
+    )
     assert constraints_from_lock(lock) == "foo==1.0\nbar==2.0 ; python_version < '3.12'\n"

@@ -100,9 +100,22 @@ class Server:
         self.log_path = log
         self._log = open(log, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sandgym.cli", "serve", "--env", "sandgym/CodeFunction-v0",
-             "--host", "127.0.0.1", "--port", str(self.port), *args],
-            stdout=self._log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "sandgym.cli",
+                "serve",
+                "--env",
+                "sandgym/CodeFunction-v0",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                *args,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
         self.seen: set[int] = set()  # every sandbox process ever seen under this server
 
     def log(self) -> str:
@@ -161,8 +174,12 @@ def servers(tmp_path_factory):
         single.wait_healthy(deadline)
         multi.wait_healthy(deadline)
         # `openenv validate` spends seconds importing; it runs while the other tests do.
-        single.validate = subprocess.Popen([str(VENV_BIN / "openenv"), "validate", "--url", single.url, "--json"],
-                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        single.validate = subprocess.Popen(
+            [str(VENV_BIN / "openenv"), "validate", "--url", single.url, "--json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         yield single, multi
     finally:
         errors = []
@@ -206,8 +223,13 @@ def test_single_turn_episode(servers, task):
         r = env.reset(task_id=TASK, episode_id="ep-1")
         assert r.done is False and r.reward is None
         assert "second_largest" in r.observation["task"] and r.observation["task_id"] == TASK
-        assert env.state() == {"episode_id": "ep-1", "step_count": 0, "env_id": "sandgym/CodeFunction-v0",
-                               "task_id": TASK, "done": False}
+        assert env.state() == {
+            "episode_id": "ep-1",
+            "step_count": 0,
+            "env_id": "sandgym/CodeFunction-v0",
+            "task_id": TASK,
+            "done": False,
+        }
 
         r = env.step({"text": "Here it is:\n" + fence(task.hidden.reference_solution)})
         assert r.done is True and r.reward == 1.0
@@ -266,9 +288,14 @@ def test_concurrent_sessions_are_apart(servers, task):
         assert sa["episode_id"] != sb["episode_id"]
         assert (sa["task_id"], sb["task_id"]) == (TASK, "basic/edit-distance")
         results = {}
-        threads = [threading.Thread(target=lambda: results.__setitem__("a", a.step({"text": good}))),
-                   threading.Thread(target=lambda: results.__setitem__(
-                       "b", b.step({"text": fence("def edit_distance(a, b):\n    return 0\n")})))]
+        threads = [
+            threading.Thread(target=lambda: results.__setitem__("a", a.step({"text": good}))),
+            threading.Thread(
+                target=lambda: results.__setitem__(
+                    "b", b.step({"text": fence("def edit_distance(a, b):\n    return 0\n")})
+                )
+            ),
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -345,8 +372,13 @@ def test_openenv_validate(servers):
     assert single.validate.returncode == 0, out + err
     report = json.loads(out)
     assert report["passed"] is True
-    assert {c["id"] for c in report["criteria"]} >= {"health_endpoint", "schema_endpoint", "metadata_endpoint",
-                                                      "mcp_endpoint", "openapi_version_available"}
+    assert {c["id"] for c in report["criteria"]} >= {
+        "health_endpoint",
+        "schema_endpoint",
+        "metadata_endpoint",
+        "mcp_endpoint",
+        "openapi_version_available",
+    }
 
 
 def test_shutdown_closes_open_sessions(servers):

@@ -13,8 +13,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
 from sandgym.specs import TaskSet, TaskSetMeta, TaskSpecError, json_schemas
+from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
 from sandgym.verifiers.code_function.boundary import plainvalues
 
 # -- building task sets on disk --------------------------------------------------
@@ -105,12 +105,14 @@ def test_check_code_alone_is_enough(tmp_path):
 def _drop(key):
     def f(d):
         del d[key]
+
     return f
 
 
 def _set(key, value):
     def f(d):
         d[key] = value
+
     return f
 
 
@@ -146,8 +148,11 @@ HIDDEN_CASES = [
     ("no tests and no check_code", _set("tests", []), ["tests", "check_code"]),
     ("missing reference", _drop("reference_solution"), ["`reference_solution`"]),
     ("unknown field", _set("answer", 3), ["`answer`"]),
-    ("test case with an unknown field", _set("tests", [{"args": [1], "expected": 1, "weight": 2}]),
-     ["`tests.0.weight`"]),
+    (
+        "test case with an unknown field",
+        _set("tests", [{"args": [1], "expected": 1, "weight": 2}]),
+        ["`tests.0.weight`"],
+    ),
 ]
 
 
@@ -304,13 +309,19 @@ def test_hash_changes_when_a_hidden_test_changes(tmp_path):
     base = TaskSet.load(make_set(tmp_path / "ts")).hash
     hid = hidden("add")
     hid["tests"][1]["expected"] = 1
-    changed = TaskSet.load(make_set(tmp_path / "ts2", {"add": (visible("add"), hid),
-                                                     "plus": (visible("plus", "plus"), hidden("plus", "plus"))}))
+    changed = TaskSet.load(
+        make_set(
+            tmp_path / "ts2", {"add": (visible("add"), hid), "plus": (visible("plus", "plus"), hidden("plus", "plus"))}
+        )
+    )
     assert changed.hash != base
     hid = hidden("add")
     hid["reference_solution"] += "\n"
-    changed2 = TaskSet.load(make_set(tmp_path / "ts3", {"add": (visible("add"), hid),
-                                                      "plus": (visible("plus", "plus"), hidden("plus", "plus"))}))
+    changed2 = TaskSet.load(
+        make_set(
+            tmp_path / "ts3", {"add": (visible("add"), hid), "plus": (visible("plus", "plus"), hidden("plus", "plus"))}
+        )
+    )
     assert changed2.hash not in (base, changed.hash)
 
 
@@ -318,7 +329,10 @@ def test_hash_ignores_cosmetic_meta_and_changes_with_visible(tmp_path):
     base = TaskSet.load(make_set(tmp_path / "ts")).hash
     cosmetic = {**META, "version": 2, "name": "renamed", "description": "other words"}
     assert TaskSet.load(make_set(tmp_path / "a", meta=cosmetic)).hash == base
-    tasks = {"add": (visible("add", title="Add"), hidden("add")), "plus": (visible("plus", "plus"), hidden("plus", "plus"))}
+    tasks = {
+        "add": (visible("add", title="Add"), hidden("add")),
+        "plus": (visible("plus", "plus"), hidden("plus", "plus")),
+    }
     assert TaskSet.load(make_set(tmp_path / "b", tasks)).hash != base
 
 
@@ -331,8 +345,13 @@ def test_write_keeps_ids_that_slugify_alike(tmp_path):
     assert copy.ids == ts.ids and copy.hash == ts.hash
 
 
-json_leaf = (st.none() | st.booleans() | st.integers(-(2**70), 2**70)
-             | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
+json_leaf = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20)
+)
 json_value = st.recursive(
     json_leaf,
     lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=8), c, max_size=3),
@@ -341,13 +360,21 @@ json_value = st.recursive(
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(prompt=st.text(min_size=1, max_size=60).filter(lambda s: s.strip()), context=st.text(max_size=60),
-       args=st.lists(json_value, max_size=3), expected=json_value)
+@given(
+    prompt=st.text(min_size=1, max_size=60).filter(lambda s: s.strip()),
+    context=st.text(max_size=60),
+    args=st.lists(json_value, max_size=3),
+    expected=json_value,
+)
 def test_write_load_round_trip_keeps_content(prompt, context, args, expected):
-    vis = CodeTask(id="t/1", prompt=prompt, entry_point="f", context_code=context,
-                   examples=[{"args": args, "expected": expected}])
-    hid = CodeHidden(id="t/1", tests=[{"args": args, "expected": expected, "name": prompt[:10]}],
-                     reference_solution="def f(*a):\n    return None\n")
+    vis = CodeTask(
+        id="t/1", prompt=prompt, entry_point="f", context_code=context, examples=[{"args": args, "expected": expected}]
+    )
+    hid = CodeHidden(
+        id="t/1",
+        tests=[{"args": args, "expected": expected, "name": prompt[:10]}],
+        reference_solution="def f(*a):\n    return None\n",
+    )
     ts = TaskSet(TaskSetMeta(name="prop", family="code_function"), [CodeTaskPair(visible=vis, hidden=hid)])
     with tempfile.TemporaryDirectory() as d:
         ts.write(d)
@@ -362,8 +389,9 @@ def test_write_load_round_trip_keeps_content(prompt, context, args, expected):
 
 def test_json_schemas_cover_every_file_kind():
     schemas = json_schemas()
-    assert set(schemas) == {"taskset"} | {f"{family}.{half}" for family in ("code_function", "swe_repo", "browser_form")
-                                           for half in ("task", "hidden")}
+    assert set(schemas) == {"taskset"} | {
+        f"{family}.{half}" for family in ("code_function", "swe_repo", "browser_form") for half in ("task", "hidden")
+    }
     for schema in schemas.values():
         json.dumps(schema)  # serialisable
         assert schema["type"] == "object"
@@ -394,9 +422,17 @@ def canon(x) -> str:
 
 
 big_ints = st.sampled_from([2**53 - 1, 2**53, -(2**53), -(2**53) + 1, 2**64, -(2**200), 10**400])
-scalars = (st.none() | st.booleans() | st.integers() | big_ints | st.floats()
-           | st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0, 5e-324])
-           | st.text() | st.binary() | st.complex_numbers())
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | big_ints
+    | st.floats()
+    | st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0, 5e-324])
+    | st.text()
+    | st.binary()
+    | st.complex_numbers()
+)
 hashables = st.recursive(
     scalars,
     lambda c: st.lists(c, max_size=3).map(tuple) | st.frozensets(c, max_size=3),
@@ -404,9 +440,13 @@ hashables = st.recursive(
 )
 plain = st.recursive(
     scalars,
-    lambda c: (st.lists(c, max_size=4) | st.lists(c, max_size=4).map(tuple)
-               | st.dictionaries(hashables, c, max_size=4)
-               | st.sets(hashables, max_size=4) | st.frozensets(hashables, max_size=4)),
+    lambda c: (
+        st.lists(c, max_size=4)
+        | st.lists(c, max_size=4).map(tuple)
+        | st.dictionaries(hashables, c, max_size=4)
+        | st.sets(hashables, max_size=4)
+        | st.frozensets(hashables, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -420,8 +460,25 @@ def test_plainvalues_round_trip(value):
     assert canon(plainvalues.loads(plainvalues.dumps(value))) == canon(value)
 
 
-@pytest.mark.parametrize("value", [-0.0, float("nan"), float("inf"), float("-inf"), 2**53, -(2**53), 10**100,
-                                   0.1, 1e308, 5e-324, b"\x00\xff", (), frozenset(), {(1, "a"): {2}}])
+@pytest.mark.parametrize(
+    "value",
+    [
+        -0.0,
+        float("nan"),
+        float("inf"),
+        float("-inf"),
+        2**53,
+        -(2**53),
+        10**100,
+        0.1,
+        1e308,
+        5e-324,
+        b"\x00\xff",
+        (),
+        frozenset(),
+        {(1, "a"): {2}},
+    ],
+)
 def test_plainvalues_round_trip_examples(value):
     back = plainvalues.loads(plainvalues.dumps(value))
     assert canon(back) == canon(value)
@@ -450,8 +507,21 @@ class Custom:
         return True
 
 
-@pytest.mark.parametrize("value", [MyInt(3), Custom(), MyStr("x"), [1, MyInt(2)], {"k": Custom()},
-                                   {MyStr("k"): 1}, (1, (2, MyStr("y"))), {MyInt(1)}, len, object()])
+@pytest.mark.parametrize(
+    "value",
+    [
+        MyInt(3),
+        Custom(),
+        MyStr("x"),
+        [1, MyInt(2)],
+        {"k": Custom()},
+        {MyStr("k"): 1},
+        (1, (2, MyStr("y"))),
+        {MyInt(1)},
+        len,
+        object(),
+    ],
+)
 def test_plainvalues_encode_rejects_non_builtins(value):
     with pytest.raises(plainvalues.NotPlain):
         plainvalues.encode(value)
@@ -475,40 +545,43 @@ def test_plainvalues_decode_rejects_foreign_json(wire):
         plainvalues.decode(wire)
 
 
-@pytest.mark.parametrize("expected,actual,tol,result", [
-    (True, 1, None, False),
-    (1, True, None, False),
-    (False, 0, None, False),
-    (0.0, False, None, False),
-    (True, True, None, True),
-    (1, 1.0, None, True),
-    (2**60, 2**60, None, True),
-    ([1, 2], (1, 2), None, True),
-    ((1, [2, 3]), [1, (2, 3)], None, True),
-    ([1, 2], [1, 2, 3], None, False),
-    ({"a": [1]}, {"a": (1,)}, None, True),
-    ({"a": 1}, {"a": 1, "b": 2}, None, False),
-    (0.3, 0.1 + 0.2, None, False),
-    (0.3, 0.1 + 0.2, 1e-9, True),
-    (1.0, 1.1, 1e-9, False),
-    (100.0, 100.5, 0.01, True),
-    (0.0, 1e-12, 1e-9, True),
-    (0.3, 0.1 + 0.2, 0.0, False),
-    ([0.3], (0.1 + 0.2,), 1e-9, True),
-    (float("nan"), float("nan"), None, True),
-    (float("nan"), 1.0, None, False),
-    (1.0, float("nan"), 1e-3, False),
-    (float("inf"), float("inf"), None, True),
-    ("1", 1, None, False),
-    (None, None, None, True),
-    (None, 0, None, False),
-    ({1, 2}, {2, 1}, None, True),
-    ({1, 2}, frozenset({1, 2}), None, False),
-    (b"a", "a", None, False),
-    (1, 1 + 0j, None, True),
-    (1j, 1j, None, True),
-    ("x", "x", None, True),
-])
+@pytest.mark.parametrize(
+    "expected,actual,tol,result",
+    [
+        (True, 1, None, False),
+        (1, True, None, False),
+        (False, 0, None, False),
+        (0.0, False, None, False),
+        (True, True, None, True),
+        (1, 1.0, None, True),
+        (2**60, 2**60, None, True),
+        ([1, 2], (1, 2), None, True),
+        ((1, [2, 3]), [1, (2, 3)], None, True),
+        ([1, 2], [1, 2, 3], None, False),
+        ({"a": [1]}, {"a": (1,)}, None, True),
+        ({"a": 1}, {"a": 1, "b": 2}, None, False),
+        (0.3, 0.1 + 0.2, None, False),
+        (0.3, 0.1 + 0.2, 1e-9, True),
+        (1.0, 1.1, 1e-9, False),
+        (100.0, 100.5, 0.01, True),
+        (0.0, 1e-12, 1e-9, True),
+        (0.3, 0.1 + 0.2, 0.0, False),
+        ([0.3], (0.1 + 0.2,), 1e-9, True),
+        (float("nan"), float("nan"), None, True),
+        (float("nan"), 1.0, None, False),
+        (1.0, float("nan"), 1e-3, False),
+        (float("inf"), float("inf"), None, True),
+        ("1", 1, None, False),
+        (None, None, None, True),
+        (None, 0, None, False),
+        ({1, 2}, {2, 1}, None, True),
+        ({1, 2}, frozenset({1, 2}), None, False),
+        (b"a", "a", None, False),
+        (1, 1 + 0j, None, True),
+        (1j, 1j, None, True),
+        ("x", "x", None, True),
+    ],
+)
 def test_plainvalues_same(expected, actual, tol, result):
     assert plainvalues.same(expected, actual, tol) is result
 

@@ -21,9 +21,8 @@ from sandgym.runtimes import RuntimeUnavailable, SandboxSpec, get_runtime
 from sandgym.runtimes.docker import OWNER_LABEL, DockerRuntime, reap
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import verify
-
-from tests.helpers import make_task
 from tests.code_function.test_security import ADD, SEARCH, secret_task
+from tests.helpers import make_task
 
 BACKENDS = ["local", "docker", "docker:runsc"]
 
@@ -68,7 +67,9 @@ def test_limits(rt):
         mem = sb.exec(["python3", "-c", "x = bytearray(600 * 1024 * 1024)"])
         assert mem.exit_code != 0
         assert sb.exec(["sh", "-c", "head -c 3000000 /dev/zero > f"]).exit_code != 0
-        disk = sb.exec(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 1000000 /dev/zero > /tmp/f$i || exit 1; done"])
+        disk = sb.exec(
+            ["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 1000000 /dev/zero > /tmp/f$i || exit 1; done"]
+        )
         assert disk.exit_code != 0
 
 
@@ -86,9 +87,11 @@ def test_network_is_isolated(rt):
     port = server.getsockname()[1]
     try:
         with rt.create() as sb:
-            probe = (f"import socket\ns = socket.socket(); s.settimeout(2)\n"
-                     f"try:\n    s.connect(('127.0.0.1', {port})); print('connected')\n"
-                     f"except OSError as e:\n    print('refused')\n")
+            probe = (
+                f"import socket\ns = socket.socket(); s.settimeout(2)\n"
+                f"try:\n    s.connect(('127.0.0.1', {port})); print('connected')\n"
+                f"except OSError as e:\n    print('refused')\n"
+            )
             assert sb.exec(["python3", "-c", probe]).stdout == b"refused\n"
         with pytest.raises(socket.timeout):
             server.accept()
@@ -117,19 +120,35 @@ def test_verdicts_agree_with_local(rt):
 ATTACKS = {
     "exit before asserts": (ADD, "import os\ndef add(a, b):\n    os._exit(0)\n"),
     "always-equal": (ADD, "class E:\n    def __eq__(s, o): return True\ndef add(a, b):\n    return E()\n"),
-    "fork bomb": (None, "import os\ndef solve(x):\n    while True:\n        try: os.fork()\n        except OSError: pass\n"),
+    "fork bomb": (
+        None,
+        "import os\ndef solve(x):\n    while True:\n        try: os.fork()\n        except OSError: pass\n",
+    ),
     "memory bomb": (None, "def solve(x):\n    b = []\n    while True: b.append(bytearray(64 << 20))\n"),
-    "disk fill": (None, "def solve(x):\n    f = open('/workspace/f', 'wb')\n    while True: f.write(b'0' * (1 << 20))\n"),
-    "network": (None, "import socket\ndef solve(x):\n    return socket.create_connection(('127.0.0.1', 1), timeout=1).recv(9)\n"),
+    "disk fill": (
+        None,
+        "def solve(x):\n    f = open('/workspace/f', 'wb')\n    while True: f.write(b'0' * (1 << 20))\n",
+    ),
+    "network": (
+        None,
+        "import socket\ndef solve(x):\n    return socket.create_connection(('127.0.0.1', 1), timeout=1).recv(9)\n",
+    ),
     "SkipTest": (ADD, "import unittest\ndef add(a, b):\n    raise unittest.SkipTest('skip me')\n"),
-    "flood and fake PASS lines": (ADD, "import sys\ndef add(a, b):\n"
-                                  "    for _ in range(20000): print('PASSED all tests ok', flush=True)\n"
-                                  "    sys.stderr.write('x' * (8 << 20))\n    return 0\n"),
-    "write outside the workspace": (None, "def solve(x):\n    ok = []\n"
-                                    "    for t in ['/etc/passwd', '/usr/bin/python3', '/opt/sandgym/agent/agent.py', '/pwned']:\n"
-                                    "        try:\n            open(t, 'w').write('pwned'); ok.append(t)\n"
-                                    "        except OSError: pass\n    return ','.join(ok)\n"),
+    "flood and fake PASS lines": (
+        ADD,
+        "import sys\ndef add(a, b):\n"
+        "    for _ in range(20000): print('PASSED all tests ok', flush=True)\n"
+        "    sys.stderr.write('x' * (8 << 20))\n    return 0\n",
+    ),
+    "write outside the workspace": (
+        None,
+        "def solve(x):\n    ok = []\n"
+        "    for t in ['/etc/passwd', '/usr/bin/python3', '/opt/sandgym/agent/agent.py', '/pwned']:\n"
+        "        try:\n            open(t, 'w').write('pwned'); ok.append(t)\n"
+        "        except OSError: pass\n    return ','.join(ok)\n",
+    ),
 }
+
 
 def descendants() -> set[int]:
     """This test process's descendants (local sandboxes are among them;
@@ -186,12 +205,14 @@ def test_reading_hidden_tests_fails_on_every_backend(rt):
 
 def test_signalling_the_verifier(rt):
     task, _ = secret_task(timeout_s=3)
-    code = ("import os, signal\ndef solve(x):\n"
-            "    for pid in range(1, 2000):\n"
-            "        if pid != os.getpid():\n"
-            "            try: os.kill(pid, signal.SIGKILL)\n"
-            "            except OSError: pass\n"
-            "    return 'x'\n")
+    code = (
+        "import os, signal\ndef solve(x):\n"
+        "    for pid in range(1, 2000):\n"
+        "        if pid != os.getpid():\n"
+        "            try: os.kill(pid, signal.SIGKILL)\n"
+        "            except OSError: pass\n"
+        "    return 'x'\n"
+    )
     v = verify(task, code, rt)
     if rt.nested_namespaces:
         assert v.outcome in ("failed", "timeout")
@@ -239,8 +260,9 @@ def test_sigkill_then_gc_leaves_no_container(tmp_path):
     removed = reap()
     assert {c.name for c in mine} <= set(removed)
     assert not [c for c in sandgym_containers() if c.labels[OWNER_LABEL].endswith(f":{child.pid}")]
-    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "sandgym"), "gc"],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "sandgym"), "gc"], capture_output=True, text=True
+    )
     assert out.returncode == 0 and "removed" in out.stdout
 
 
@@ -301,14 +323,18 @@ def test_sandboxes_cannot_leave_files_for_each_other(rt):
     /tmp or the workspace."""
     a, b = rt.create(), rt.create()
     try:
-        plant = ("import os\nmade = []\n"
-                 "for p in ['/dev/planted', '/dev/shm/planted', '/tmp/planted', '/workspace/planted']:\n"
-                 "    try:\n        open(p, 'w').write('x'); made.append(p)\n    except OSError:\n        pass\n"
-                 "print(made)\n")
+        plant = (
+            "import os\nmade = []\n"
+            "for p in ['/dev/planted', '/dev/shm/planted', '/tmp/planted', '/workspace/planted']:\n"
+            "    try:\n        open(p, 'w').write('x'); made.append(p)\n    except OSError:\n        pass\n"
+            "print(made)\n"
+        )
         made = a.exec(["python3", "-c", plant])
         assert b"/tmp/planted" in made.stdout  # the attempt itself ran
-        look = ("import os\nprint([p for p in ['/dev/planted', '/dev/shm/planted', '/tmp/planted', "
-                "'/workspace/planted'] if os.path.exists(p)])\n")
+        look = (
+            "import os\nprint([p for p in ['/dev/planted', '/dev/shm/planted', '/tmp/planted', "
+            "'/workspace/planted'] if os.path.exists(p)])\n"
+        )
         assert b.exec(["python3", "-c", look]).stdout == b"[]\n"
     finally:
         a.close()

@@ -103,9 +103,15 @@ def test_rlimits(rt):
         big = sb.exec(["sh", "-c", "head -c 3000000 /dev/zero > f"])
         assert big.exit_code != 0
         assert int(sb.exec("stat -c %s f").text()) <= 1024 * 1024
-        disk = sb.exec(["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 1000000 /dev/zero > f$i || exit 1; done"])
+        disk = sb.exec(
+            ["sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do head -c 1000000 /dev/zero > f$i || exit 1; done"]
+        )
         assert disk.exit_code != 0 and b"No space left" in disk.stderr
-        forks = sb.exec(["python3", "-c", textwrap.dedent("""
+        forks = sb.exec(
+            [
+                "python3",
+                "-c",
+                textwrap.dedent("""
             import os, time
             n = 0
             try:
@@ -115,7 +121,10 @@ def test_rlimits(rt):
                     n += 1
             except OSError:
                 print("limited at", n)
-            """)], timeout=20)
+            """),
+            ],
+            timeout=20,
+        )
         assert b"limited at" in forks.stdout
         cpu = sb.exec(["python3", "-c", "while True: pass"], timeout=30)
         assert not cpu.timed_out and cpu.exit_code != 0  # SIGXCPU/SIGKILL after 1 CPU second
@@ -162,7 +171,9 @@ def test_host_is_read_only_and_mostly_invisible(box, tmp_path):
 
 
 def test_no_network_but_loopback(box):
-    names = box.exec(["sh", "-c", "ls /sys/class/net 2>/dev/null || cut -d: -f1 /proc/net/dev | tail -n +3"]).text().split()
+    names = (
+        box.exec(["sh", "-c", "ls /sys/class/net 2>/dev/null || cut -d: -f1 /proc/net/dev | tail -n +3"]).text().split()
+    )
     assert names == ["lo"]
     # A server on the host's loopback is not the sandbox's loopback.
     server = socket.socket()
@@ -171,15 +182,19 @@ def test_no_network_but_loopback(box):
     server.settimeout(0.5)
     port = server.getsockname()[1]
     try:
-        probe = (f"import socket\ns = socket.socket(); s.settimeout(2)\n"
-                 f"try:\n    s.connect(('127.0.0.1', {port})); print('connected')\n"
-                 f"except OSError as e:\n    print('refused', e)\n")
+        probe = (
+            f"import socket\ns = socket.socket(); s.settimeout(2)\n"
+            f"try:\n    s.connect(('127.0.0.1', {port})); print('connected')\n"
+            f"except OSError as e:\n    print('refused', e)\n"
+        )
         assert b"refused" in box.exec(["python3", "-c", probe]).stdout
         with pytest.raises(socket.timeout):
             server.accept()
         # Loopback inside the sandbox works.
-        inner = ("import socket\nsrv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
-                 "c = socket.create_connection(srv.getsockname()); print('inner ok')\n")
+        inner = (
+            "import socket\nsrv = socket.socket(); srv.bind(('127.0.0.1', 0)); srv.listen(1)\n"
+            "c = socket.create_connection(srv.getsockname()); print('inner ok')\n"
+        )
         assert box.exec(["python3", "-c", inner]).stdout == b"inner ok\n"
     finally:
         server.close()
@@ -260,8 +275,8 @@ def test_runtime_names():
 def test_a_forked_child_gets_its_own_zygote(runtime):
     """A process pool that forks after the parent used the runtime (verl's
     reward managers do) must not share the parent's zygote channel."""
-    from concurrent.futures import ProcessPoolExecutor
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     global _FORKED_RUNTIME
     runtime.create().close()

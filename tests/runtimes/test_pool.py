@@ -29,8 +29,14 @@ def test_acquire_release_and_verified_reset(rt):
         wait_idle(pool, 2)
         sb = pool.acquire()
         assert pool.metrics()["hits"] == 1
-        sb.exec(["sh", "-c", "echo secret > /workspace/a; mkdir -p /workspace/d/e; echo t > /tmp/t; "
-                 "echo s > /dev/shm/s; sleep 300 &"])
+        sb.exec(
+            [
+                "sh",
+                "-c",
+                "echo secret > /workspace/a; mkdir -p /workspace/d/e; echo t > /tmp/t; "
+                "echo s > /dev/shm/s; sleep 300 &",
+            ]
+        )
         pool.release(sb, reuse=True)
         m = pool.metrics()
         assert m["reused"] == 1 and m["in_use"] == 0
@@ -38,8 +44,13 @@ def test_acquire_release_and_verified_reset(rt):
         again = [pool.acquire() for _ in range(2)]
         assert any(s is sb for s in again)
         # (python, not ls: this gVisor build answers coreutils' statx with EINVAL)
-        listing = sb.exec(["python3", "-c", "import os; print(os.listdir('/workspace') + os.listdir('/tmp') "
-                                            "+ os.listdir('/dev/shm'))"])
+        listing = sb.exec(
+            [
+                "python3",
+                "-c",
+                "import os; print(os.listdir('/workspace') + os.listdir('/tmp') + os.listdir('/dev/shm'))",
+            ]
+        )
         assert listing.stdout == b"[]\n"
         assert b"sleep" not in sb.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline"]).stdout
         for s in again:

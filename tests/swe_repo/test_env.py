@@ -47,36 +47,49 @@ def feedback(env, action) -> str:
 # -- the action grammar (no sandbox) ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, tool, args", [
-    ("Let me look.\n```bash\nls -la\n```\n", "bash", {"command": "ls -la"}),
-    ("```\necho hi\n```", "bash", {"command": "echo hi"}),
-    ("```view billing/money.py 3 9\n```", "view", {"path": "billing/money.py", "start": 3, "end": 9}),
-    ("```view billing/money.py 3:9\n```", "view", {"path": "billing/money.py", "start": 3, "end": 9}),
-    ("```view billing\n```", "view", {"path": "billing", "start": None, "end": None}),
-    ("```str_replace a.py\n<<<<<<< OLD\nx = 1\n=======\nx = 2\n>>>>>>> NEW\n```", "str_replace",
-     {"path": "a.py", "old": "x = 1", "new": "x = 2"}),
-    ("````create doc.md\n# t\n```py\nx\n```\n````", "create", {"path": "doc.md", "content": "# t\n```py\nx\n```\n"}),
-    ("```run_tests tests/test_tax.py\n```", "run_tests", {"tests": ["tests/test_tax.py"]}),
-    ("```submit\n```", "submit", {}),
-    ("```bash\nsleep 1; echo cut off", "bash", {"command": "sleep 1; echo cut off"}),
-])
+@pytest.mark.parametrize(
+    "text, tool, args",
+    [
+        ("Let me look.\n```bash\nls -la\n```\n", "bash", {"command": "ls -la"}),
+        ("```\necho hi\n```", "bash", {"command": "echo hi"}),
+        ("```view billing/money.py 3 9\n```", "view", {"path": "billing/money.py", "start": 3, "end": 9}),
+        ("```view billing/money.py 3:9\n```", "view", {"path": "billing/money.py", "start": 3, "end": 9}),
+        ("```view billing\n```", "view", {"path": "billing", "start": None, "end": None}),
+        (
+            "```str_replace a.py\n<<<<<<< OLD\nx = 1\n=======\nx = 2\n>>>>>>> NEW\n```",
+            "str_replace",
+            {"path": "a.py", "old": "x = 1", "new": "x = 2"},
+        ),
+        (
+            "````create doc.md\n# t\n```py\nx\n```\n````",
+            "create",
+            {"path": "doc.md", "content": "# t\n```py\nx\n```\n"},
+        ),
+        ("```run_tests tests/test_tax.py\n```", "run_tests", {"tests": ["tests/test_tax.py"]}),
+        ("```submit\n```", "submit", {}),
+        ("```bash\nsleep 1; echo cut off", "bash", {"command": "sleep 1; echo cut off"}),
+    ],
+)
 def test_text_grammar(text, tool, args):
     call = parse_action(text)
     assert (call.tool, call.args) == (tool, args)
 
 
-@pytest.mark.parametrize("action, message", [
-    ("just words", "no fenced block"),
-    ("```bash\nls\n```\n```bash\npwd\n```", "exactly one"),
-    ("```python\nprint(1)\n```", "is not a tool"),
-    ("```str_replace a.py\nonly old text\n```", "exactly one line ======="),
-    ("```view\n```", "needs a path"),
-    ({"tool": "rm"}, "field `tool`"),
-    ({"tool": "bash"}, "needs field(s) ['command']"),
-    ({"tool": "view", "path": "a", "colour": 1}, "unknown field(s) ['colour']"),
-    ({"tool": "view", "path": "a", "start": "1"}, "line number"),
-    (42, "text or a dict"),
-])
+@pytest.mark.parametrize(
+    "action, message",
+    [
+        ("just words", "no fenced block"),
+        ("```bash\nls\n```\n```bash\npwd\n```", "exactly one"),
+        ("```python\nprint(1)\n```", "is not a tool"),
+        ("```str_replace a.py\nonly old text\n```", "exactly one line ======="),
+        ("```view\n```", "needs a path"),
+        ({"tool": "rm"}, "field `tool`"),
+        ({"tool": "bash"}, "needs field(s) ['command']"),
+        ({"tool": "view", "path": "a", "colour": 1}, "unknown field(s) ['colour']"),
+        ({"tool": "view", "path": "a", "start": "1"}, "line number"),
+        (42, "text or a dict"),
+    ],
+)
 def test_bad_actions_are_named(action, message):
     with pytest.raises(ActionError, match=None) as err:
         parse_action(action)
@@ -113,11 +126,20 @@ def test_view_ranges_and_listing(env):
 def test_str_replace_errors_and_success(env):
     out = feedback(env, {"tool": "str_replace", "path": "billing/invoice.py", "old": "no such text", "new": "x"})
     assert out.startswith("Error: no match")
-    out = feedback(env, {"tool": "str_replace", "path": "billing/invoice.py",
-                         "old": "total = Money.zero(self.currency)", "new": "x"})
+    out = feedback(
+        env,
+        {"tool": "str_replace", "path": "billing/invoice.py", "old": "total = Money.zero(self.currency)", "new": "x"},
+    )
     assert out.startswith("Error: `old` occurs 3 times") and "lines" in out
-    out = feedback(env, {"tool": "str_replace", "path": "billing/invoice.py",
-                         "old": "line.gross(self.currency) * rate", "new": "line.net(self.currency) * rate"})
+    out = feedback(
+        env,
+        {
+            "tool": "str_replace",
+            "path": "billing/invoice.py",
+            "old": "line.gross(self.currency) * rate",
+            "new": "line.net(self.currency) * rate",
+        },
+    )
     assert "edited" in out and "line.net(self.currency) * rate" in out
 
 
@@ -200,13 +222,23 @@ def test_warm_pool_reuses_only_a_verified_clean_sandbox(runtime):
     try:
         env.reset(options={"task_id": TASK})
         first = env._sandbox
-        env.step({"tool": "bash", "command": "export LEFT=over; echo junk > stray.txt; echo t > /tmp/t; "
-                                            "echo s > /dev/shm/s; sleep 300 &"})
+        env.step(
+            {
+                "tool": "bash",
+                "command": "export LEFT=over; echo junk > stray.txt; echo t > /tmp/t; echo s > /dev/shm/s; sleep 300 &",
+            }
+        )
         env.step({"tool": "submit"})
         env.reset(options={"task_id": TASK})
         assert env._sandbox is first  # the same sandbox, handed back after its reset
-        out = feedback(env, {"tool": "bash", "command": "echo \"[$LEFT]\"; git status --short; ls /tmp /dev/shm; "
-                                                        "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"})
+        out = feedback(
+            env,
+            {
+                "tool": "bash",
+                "command": 'echo "[$LEFT]"; git status --short; ls /tmp /dev/shm; '
+                "cat /proc/[0-9]*/cmdline | tr '\\0' ' '",
+            },
+        )
         assert out.splitlines()[0] == "[]"  # no exports, no stray file, nothing in /tmp or /dev/shm
         assert "stray.txt" not in out and "sleep 300" not in out
         pool = next(iter(env._pools.values()))

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandgym.specs import TaskSet
 from sandgym.envs.swe_repo.factory import FactoryError, diff_of, discover_test_requirements, make_repo, parse_package
 from sandgym.envs.swe_repo.issues import changed_lines, write_issue
 from sandgym.envs.swe_repo.mutations import OPERATORS, find_mutations
+from sandgym.specs import TaskSet
 
 SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "pypi-v1"
 
@@ -65,7 +65,7 @@ def changed(before: str, after: str) -> list[int]:
 def test_every_operator_fires_and_each_mutant_differs_only_on_its_line():
     muts = find_mutations(SAMPLE, "pkg/mod.py")
     assert {m.operator for m in muts} == set(OPERATORS)
-    main_block = SAMPLE.index('if __name__')
+    main_block = SAMPLE.index("if __name__")
     for m in muts:
         mutant = m.apply(SAMPLE)
         ast.parse(mutant)
@@ -136,14 +136,25 @@ def test_patches_touch_only_the_mutated_line_and_apply_both_ways(tmp_path):
 def test_issue_never_quotes_the_patch():
     m = next(m for m in find_mutations(SAMPLE, "pkg/mod.py") if m.operator == "swap_arguments")
     mutant_line = m.apply(SAMPLE).splitlines()[m.lineno - 1]
-    patch = ("diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -14 +14 @@\n"
-             f"-{SAMPLE.splitlines()[m.lineno - 1]}\n+{mutant_line}\n")
-    detail = ("tests/test_mod.py:12: in test_clamp\n    assert clamp([1, 5], 2, 9) == [5]\n"
-              f"pkg/mod.py:14: in clamp\n{mutant_line}\n"
-              f"E   AssertionError: assert [2] == [5]\nE     At index 0 diff: 2 != 5\nE   {mutant_line.strip()}\n")
-    title, issue = write_issue("pkg", "1.0", "pkg.mod.clamp", "pkg/mod.py", ["tests/test_mod.py::test_clamp"],
-                               {"tests/test_mod.py::test_clamp": detail}, patch,
-                               lambda p: p.startswith("tests/"))
+    patch = (
+        "diff --git a/pkg/mod.py b/pkg/mod.py\n--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -14 +14 @@\n"
+        f"-{SAMPLE.splitlines()[m.lineno - 1]}\n+{mutant_line}\n"
+    )
+    detail = (
+        "tests/test_mod.py:12: in test_clamp\n    assert clamp([1, 5], 2, 9) == [5]\n"
+        f"pkg/mod.py:14: in clamp\n{mutant_line}\n"
+        f"E   AssertionError: assert [2] == [5]\nE     At index 0 diff: 2 != 5\nE   {mutant_line.strip()}\n"
+    )
+    title, issue = write_issue(
+        "pkg",
+        "1.0",
+        "pkg.mod.clamp",
+        "pkg/mod.py",
+        ["tests/test_mod.py::test_clamp"],
+        {"tests/test_mod.py::test_clamp": detail},
+        patch,
+        lambda p: p.startswith("tests/"),
+    )
     assert "assert [2] == [5]" in issue and "tests/test_mod.py::test_clamp" in issue
     assert "assert clamp([1, 5], 2, 9) == [5]" in issue  # the test's own line is fine
     for line in changed_lines(patch):
@@ -161,7 +172,8 @@ def test_test_requirements_come_from_metadata_groups_and_files(tmp_path):
     (tmp_path / "PKG-INFO").write_text(
         "Metadata-Version: 2.1\nName: demo\nVersion: 1\nRequires-Dist: attrs>=20\n"
         "Requires-Dist: freezegun; extra == 'tests'\nRequires-Dist: pytest-cov; extra == 'tests'\n"
-        "Requires-Dist: sphinx; extra == 'docs'\n\n")
+        "Requires-Dist: sphinx; extra == 'docs'\n\n"
+    )
     (tmp_path / "pyproject.toml").write_text('[dependency-groups]\ntest = ["pytest", "hypothesis>=6", "coverage"]\n')
     (tmp_path / "requirements").mkdir()
     (tmp_path / "requirements" / "testing.txt").write_text("# comment\nsortedcontainers\n-r base.txt\n")
@@ -172,11 +184,28 @@ def test_test_requirements_come_from_metadata_groups_and_files(tmp_path):
 
 # -- real downloads, real sandboxes ------------------------------------------------
 
+
 def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     """The command as a user runs it: PyPI download, sandboxed test runs, verifier validation."""
     out = tmp_path / "set"
-    r = subprocess.run([sys.executable, "-m", "sandgym.cli", "tasks", "make-swe", "--package", "inflection==0.5.1",
-                        "--max", "3", "--out", str(out)], capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sandgym.cli",
+            "tasks",
+            "make-swe",
+            "--package",
+            "inflection==0.5.1",
+            "--max",
+            "3",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     ts = TaskSet.load(out)
     assert ts.meta.family == "swe_repo" and len(ts) == 3

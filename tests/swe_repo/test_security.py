@@ -24,8 +24,8 @@ import pytest
 from sandgym.outcomes import Outcome
 from sandgym.specs import TaskSet
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
+from sandgym.verifiers.swe_repo.host import _attempt, boundary_mount, filter_diff, verify
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir, cache_dir
-from sandgym.verifiers.swe_repo.host import _attempt, filter_diff, boundary_mount, verify
 
 TASKS = TaskSet.load(Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "billing-v1")
 ROUNDING = TASKS.get("billing/round-half-even")  # F2P: tests/test_money.py rounding tests
@@ -63,8 +63,11 @@ def tree_hash(root: Path) -> str:
 def host_guard(runtime):
     start_state(ROUNDING.visible)
     runtime.create().close()  # the zygote is up before the baseline
-    watched = [bundled_projects_dir() / "billing", cache_dir() / "swe_start" / start_state(ROUNDING.visible).key,
-               Path(boundary_mount().source)]
+    watched = [
+        bundled_projects_dir() / "billing",
+        cache_dir() / "swe_start" / start_state(ROUNDING.visible).key,
+        Path(boundary_mount().source),
+    ]
     before = {str(p): tree_hash(p) for p in watched}
     procs = sandbox_user_processes()
     for m in HOST_MARKERS:
@@ -91,8 +94,9 @@ def make_diff(task, files: dict[str, str | None], gold: bool = False) -> str:
         env = git_env(str(work))
 
         def git(*args, stdin=None):
-            return subprocess.run(["git", *args], cwd=repo, env=env, input=stdin, check=True,
-                                  capture_output=True).stdout
+            return subprocess.run(
+                ["git", *args], cwd=repo, env=env, input=stdin, check=True, capture_output=True
+            ).stdout
 
         git("init", "-q")
         git("add", "-A", "-f")
@@ -161,8 +165,10 @@ def test_no_network_in_the_agent_sandbox(runtime, host_guard):
     env = SWERepoEnv(runtime=runtime, max_steps=10)
     try:
         env.reset(options={"task_id": "billing/tax-on-gross"})
-        cmd = ("python -c \"import urllib.request as u; u.urlopen('https://pypi.org/simple/', timeout=5)\" "
-               ">/dev/null 2>&1 && echo REACHED || echo BLOCKED")
+        cmd = (
+            "python -c \"import urllib.request as u; u.urlopen('https://pypi.org/simple/', timeout=5)\" "
+            ">/dev/null 2>&1 && echo REACHED || echo BLOCKED"
+        )
         obs, *_ = env.step({"tool": "bash", "command": cmd})
         assert obs["feedback"].startswith("BLOCKED"), obs["feedback"]
     finally:
@@ -203,8 +209,18 @@ def test_conftest_rewriting_outcomes(runtime, host_guard):
     assert verdict.status == "NO"
 
 
-@pytest.mark.parametrize("rel", ["sitecustomize.py", "billing/usercustomize.py", "billing_hook.pth",
-                                 "pytest.ini", "tox.ini", "setup.cfg", "pyproject.toml"])
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "sitecustomize.py",
+        "billing/usercustomize.py",
+        "billing_hook.pth",
+        "pytest.ini",
+        "tox.ini",
+        "setup.cfg",
+        "pyproject.toml",
+    ],
+)
 def test_interpreter_and_config_hooks_are_protected(rel):
     kept, dropped = filter_diff(make_diff(ROUNDING, {rel: "import os\n"}))
     assert kept == "" and len(dropped) == 1 and rel in dropped[0]
@@ -215,7 +231,7 @@ def test_hooks_are_inert_even_when_not_filtered(runtime, host_guard):
     a pytest.ini and a plugin module shadowing the verifier's are still not
     honoured by the isolated interpreter and the verifier's own config."""
     writes = "".join(f"open({str(m)!r}, 'w').write('x')\n" for m in HOST_MARKERS)
-    forge = ("import os\n" + "os.environ['PYTEST_ADDOPTS'] = '-p no:sandgym_swe_records'\n" + writes)
+    forge = "import os\n" + "os.environ['PYTEST_ADDOPTS'] = '-p no:sandgym_swe_records'\n" + writes
     files = {
         "sitecustomize.py": forge + "import billing.money as m\nm.round_amount = lambda a, c: 0\n",
         "zz_hook.pth": "import os; os._exit(0)\n",
@@ -231,8 +247,11 @@ def test_hooks_are_inert_even_when_not_filtered(runtime, host_guard):
 def test_precreated_test_patch_files_are_replaced(runtime, host_guard):
     """Files at paths the test patch adds are removed before it applies (shown
     with the filter bypassed: a fake tests/test_bulk_pricing.py whose tests pass)."""
-    fake = "".join(f"def {name.split('::')[1]}():\n    pass\n\n" for name in BULK.hidden.FAIL_TO_PASS
-                   if name.startswith("tests/test_bulk_pricing.py"))
+    fake = "".join(
+        f"def {name.split('::')[1]}():\n    pass\n\n"
+        for name in BULK.hidden.FAIL_TO_PASS
+        if name.startswith("tests/test_bulk_pricing.py")
+    )
     diff = make_diff(BULK, {"tests/test_bulk_pricing.py": fake})
     attempt = _attempt(BULK.visible, BULK.hidden, diff, True, runtime)
     assert attempt.status == "NO", (attempt.status, attempt.detail)
@@ -241,9 +260,11 @@ def test_precreated_test_patch_files_are_replaced(runtime, host_guard):
 
 
 def test_symlinks_in_a_diff_are_refused():
-    diff = ("diff --git a/billing/link.py b/billing/link.py\nnew file mode 120000\nindex 0000000..1111111\n"
-            "--- /dev/null\n+++ b/billing/link.py\n@@ -0,0 +1 @@\n+../tests/test_money.py\n"
-            "\\ No newline at end of file\n")
+    diff = (
+        "diff --git a/billing/link.py b/billing/link.py\nnew file mode 120000\nindex 0000000..1111111\n"
+        "--- /dev/null\n+++ b/billing/link.py\n@@ -0,0 +1 @@\n+../tests/test_money.py\n"
+        "\\ No newline at end of file\n"
+    )
     kept, dropped = filter_diff(diff)
     assert kept == "" and "symlink" in dropped[0]
 
@@ -300,15 +321,19 @@ def test_reading_the_runner_through_proc_is_refused(runtime, host_guard):
 
 
 def test_breaking_collection_is_the_models_failure(runtime, host_guard):
-    verdict = verify(ROUNDING, make_diff(ROUNDING, with_prefix(ROUNDING, "billing/money.py",
-                                                               "raise ImportError('broken')\n")), runtime)
+    verdict = verify(
+        ROUNDING,
+        make_diff(ROUNDING, with_prefix(ROUNDING, "billing/money.py", "raise ImportError('broken')\n")),
+        runtime,
+    )
     assert_not_scored(verdict, Outcome.FAILED)
     assert verdict.status == "NO" and "collection errors" in verdict.detail
 
 
 def test_os_exit_during_tests_is_an_invalid_log_scored_failed(runtime, host_guard):
     code = source(ROUNDING, "billing/money.py").replace(
-        '    quantum = Decimal(1)', '    import os\n    os._exit(0)\n    quantum = Decimal(1)')
+        "    quantum = Decimal(1)", "    import os\n    os._exit(0)\n    quantum = Decimal(1)"
+    )
     verdict = verify(ROUNDING, make_diff(ROUNDING, {"billing/money.py": code}), runtime)
     assert_not_scored(verdict, Outcome.FAILED)
     assert verdict.status == "INVALID_LOG" and len(verdict.attempts) == 1
@@ -316,9 +341,10 @@ def test_os_exit_during_tests_is_an_invalid_log_scored_failed(runtime, host_guar
 
 def test_sys_exit_and_skip_do_not_pass(runtime, host_guard):
     code = source(ROUNDING, "billing/money.py").replace(
-        '    quantum = Decimal(1)',
+        "    quantum = Decimal(1)",
         '    import sys, unittest\n    if amount == Decimal("0.125"):\n        sys.exit(0)\n'
-        '    if amount < 0:\n        raise unittest.SkipTest("no")\n    quantum = Decimal(1)')
+        '    if amount < 0:\n        raise unittest.SkipTest("no")\n    quantum = Decimal(1)',
+    )
     verdict = verify(ROUNDING, make_diff(ROUNDING, {"billing/money.py": code}, gold=False), runtime)
     assert_not_scored(verdict, Outcome.FAILED)
     by_name = {t.name: t for t in verdict.tests}
@@ -328,7 +354,8 @@ def test_sys_exit_and_skip_do_not_pass(runtime, host_guard):
 def test_forcing_a_timeout_is_a_timeout_not_an_env_error(runtime, host_guard):
     task = ROUNDING.model_copy(update={"visible": ROUNDING.visible.model_copy(update={"timeout_s": 8})})
     code = source(ROUNDING, "billing/money.py").replace(
-        '    quantum = Decimal(1)', '    import time\n    time.sleep(3600)\n    quantum = Decimal(1)')
+        "    quantum = Decimal(1)", "    import time\n    time.sleep(3600)\n    quantum = Decimal(1)"
+    )
     verdict = verify(task, make_diff(ROUNDING, {"billing/money.py": code}), runtime)
     assert_not_scored(verdict, Outcome.TIMEOUT)
     assert verdict.status == "TIMEOUT" and len(verdict.attempts) == 1

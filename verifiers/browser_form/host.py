@@ -13,15 +13,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from sandgym.specs.browser_form import BrowserHidden, ForbiddenEffect, StateCheck
-from sandgym.outcomes import Outcome
-
-from sandgym.verifiers.retry import attempts_until_settled
-from sandgym.verifiers.models import Attempt, TestResult, Verdict
 from sandgym.errors import SandgymError
+from sandgym.outcomes import Outcome
+from sandgym.specs.browser_form import BrowserHidden, ForbiddenEffect, StateCheck
+from sandgym.verifiers.models import Attempt, TestResult, Verdict
+from sandgym.verifiers.retry import attempts_until_settled
 
 VERIFIER_VERSION = "browser_form-1"
 State = dict[str, list[dict[str, Any]]]
@@ -101,8 +101,11 @@ def run_check(check: StateCheck, state: State) -> TestResult:
 
 def run_forbidden(effect: ForbiddenEffect, state: State) -> TestResult:
     hits = [r for r in state.get(effect.table, []) if _matches(r, effect.where)]
-    return TestResult(name=f"forbidden: {effect.name}", status="failed" if hits else "passed",
-                      detail=f"{len(hits)} row(s) of {effect.table} match {effect.where}" if hits else "")
+    return TestResult(
+        name=f"forbidden: {effect.name}",
+        status="failed" if hits else "passed",
+        detail=f"{len(hits)} row(s) of {effect.table} match {effect.where}" if hits else "",
+    )
 
 
 def judge(hidden: BrowserHidden, state: State, violations: list[str] | None = None) -> Attempt:
@@ -117,12 +120,23 @@ def judge(hidden: BrowserHidden, state: State, violations: list[str] | None = No
     else:
         outcome = Outcome.FAILED
         detail = "; ".join(f"{t.name}: {t.detail}" for t in tests if t.status != "passed")
-    return Attempt(outcome=outcome, detail=detail, tests=tests, violations=violations,
-                   duration_s=time.perf_counter() - t0, isolation="host (declarative checks on the app's state)")
+    return Attempt(
+        outcome=outcome,
+        detail=detail,
+        tests=tests,
+        violations=violations,
+        duration_s=time.perf_counter() - t0,
+        isolation="host (declarative checks on the app's state)",
+    )
 
 
-def verify(hidden: BrowserHidden, load_state: Callable[[], State], retries: int = 2,
-           violations: list[str] | None = None, session_error: str | None = None) -> Verdict:
+def verify(
+    hidden: BrowserHidden,
+    load_state: Callable[[], State],
+    retries: int = 2,
+    violations: list[str] | None = None,
+    session_error: str | None = None,
+) -> Verdict:
     """Judge the episode. `load_state` reads the server's state (host side);
     a read that fails is `env_error` and is retried, every attempt kept.
     `session_error`: the browser or app failed during the episode, so the

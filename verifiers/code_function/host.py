@@ -20,9 +20,8 @@ from sandgym.outcomes import Outcome
 from sandgym.runtimes.base import Mount, Runtime, SandboxError, SandboxSpec
 from sandgym.runtimes.staging import stage_dir
 from sandgym.specs.code_function import CodeTaskPair, Example
-
-from sandgym.verifiers.retry import attempts_until_settled
 from sandgym.verifiers.models import Attempt, TestResult, Verdict
+from sandgym.verifiers.retry import attempts_until_settled
 
 VERIFIER_VERSION = "code_function/1"
 BOUNDARY_DIR = "/opt/sandgym/verifier"
@@ -39,25 +38,37 @@ def boundary_mount() -> Mount:
 
 def verifier_spec(task: CodeTaskPair) -> SandboxSpec:
     return SandboxSpec(
-        memory_mb=1024, pids=128, disk_mb=64, cpu_seconds=int(task.visible.timeout_s) + 5,
+        memory_mb=1024,
+        pids=128,
+        disk_mb=64,
+        cpu_seconds=int(task.visible.timeout_s) + 5,
         wall_timeout_s=task.visible.timeout_s + HOST_GRACE_S + 30,
-        mounts=(boundary_mount(),), labels={"role": "verifier", "task": task.id},
+        mounts=(boundary_mount(),),
+        labels={"role": "verifier", "task": task.id},
     )
 
 
 def payload_for(task: CodeTaskPair, code: str, tests: list[Example] | None, nonce: str) -> dict:
     v = task.visible
     payload = {
-        "nonce": nonce, "entry_point": v.entry_point, "context_code": v.context_code, "code": code,
-        "timeout_s": v.timeout_s, "float_tolerance": v.float_tolerance,
+        "nonce": nonce,
+        "entry_point": v.entry_point,
+        "context_code": v.context_code,
+        "code": code,
+        "timeout_s": v.timeout_s,
+        "float_tolerance": v.float_tolerance,
     }
     if tests is None and task.hidden.check_code:
         payload["check_code"] = task.hidden.check_code
     else:
         cases = task.hidden.tests if tests is None else tests
         payload["tests"] = [
-            {"name": getattr(c, "name", None) or f"test_{i}", "args": c.args, "kwargs": c.kwargs,
-             "expected": c.expected}
+            {
+                "name": getattr(c, "name", None) or f"test_{i}",
+                "args": c.args,
+                "kwargs": c.kwargs,
+                "expected": c.expected,
+            }
             for i, c in enumerate(cases)
         ]
     return payload
@@ -117,20 +128,28 @@ def _attempt(task: CodeTaskPair, code: str, runtime: Runtime, isolation: Candida
     duration = time.perf_counter() - t0
     if record is None:
         if problem == "timeout":
-            return Attempt(outcome=Outcome.TIMEOUT, detail="the verification ran out of time",
-                           duration_s=duration, create_s=create_s)
+            return Attempt(
+                outcome=Outcome.TIMEOUT,
+                detail="the verification ran out of time",
+                duration_s=duration,
+                create_s=create_s,
+            )
         if problem.startswith("violation"):
             kind = "killed the verifier" if "killed" in problem else "forged verifier record"
-            return Attempt(outcome=Outcome.VIOLATION, detail=problem, duration_s=duration,
-                           create_s=create_s, violations=[kind])
+            return Attempt(
+                outcome=Outcome.VIOLATION, detail=problem, duration_s=duration, create_s=create_s, violations=[kind]
+            )
         return Attempt(outcome=Outcome.ENV_ERROR, detail=problem, duration_s=duration, create_s=create_s)
     if "infra_error" in record:
-        return Attempt(outcome=Outcome.ENV_ERROR, detail=record["infra_error"], duration_s=duration,
-                       create_s=create_s)
+        return Attempt(outcome=Outcome.ENV_ERROR, detail=record["infra_error"], duration_s=duration, create_s=create_s)
     tests = [TestResult(**t) for t in record.get("tests", [])]
     return Attempt(
-        outcome=outcome_of(tests), tests=tests, duration_s=duration, create_s=create_s,
-        detail=record.get("load_error", ""), output=record.get("output", "")[:4000],
+        outcome=outcome_of(tests),
+        tests=tests,
+        duration_s=duration,
+        create_s=create_s,
+        detail=record.get("load_error", ""),
+        output=record.get("output", "")[:4000],
         isolation=record.get("isolation", isolation),
     )
 
@@ -140,8 +159,9 @@ def candidate_isolation(runtime: Runtime) -> Candidates:
     return "pidns" if getattr(runtime, "nested_namespaces", True) else "process"
 
 
-def verify(task: CodeTaskPair, code: str, runtime: Runtime, retries: int = 2,
-           isolation: Candidates | None = None) -> Verdict:
+def verify(
+    task: CodeTaskPair, code: str, runtime: Runtime, retries: int = 2, isolation: Candidates | None = None
+) -> Verdict:
     """Judge `code` against the hidden tests of `task`.
 
     An infrastructure error is retried up to `retries` times; every attempt
@@ -171,8 +191,11 @@ def run_examples(sandbox, task: CodeTaskPair, code: str, isolation: Candidates =
         lines.append(f"the code loaded and defines {task.visible.entry_point}; this task has no visible examples")
     else:
         for ex, t in zip(task.visible.examples, record.get("tests", [])):
-            call = f"{task.visible.entry_point}(" + ", ".join(
-                [repr(a) for a in ex.args] + [f"{k}={v!r}" for k, v in ex.kwargs.items()]) + ")"
+            call = (
+                f"{task.visible.entry_point}("
+                + ", ".join([repr(a) for a in ex.args] + [f"{k}={v!r}" for k, v in ex.kwargs.items()])
+                + ")"
+            )
             lines.append(f"{t['status'].upper()}: {call}" + (f" -> {t['detail']}" if t.get("detail") else ""))
     if record.get("output"):
         lines.append("output:\n" + record["output"][-2000:])

@@ -28,16 +28,19 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandgym.verifiers.swe_repo.sources import RepoError, _locked, cache_dir, pristine_tree
 from sandgym.specs.swe_repo import SWETask
+from sandgym.verifiers.swe_repo.sources import RepoError, _locked, cache_dir, pristine_tree
 
 CHECKOUT_VERSION = 1
 REPO_NAME = "repo"
 # One fixed identity and date: the base commit's id depends only on the tree.
 GIT_IDENTITY = {
-    "GIT_AUTHOR_NAME": "sandgym", "GIT_AUTHOR_EMAIL": "sandgym@localhost",
-    "GIT_COMMITTER_NAME": "sandgym", "GIT_COMMITTER_EMAIL": "sandgym@localhost",
-    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000", "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_AUTHOR_NAME": "sandgym",
+    "GIT_AUTHOR_EMAIL": "sandgym@localhost",
+    "GIT_COMMITTER_NAME": "sandgym",
+    "GIT_COMMITTER_EMAIL": "sandgym@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00+0000",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00+0000",
 }
 
 
@@ -57,15 +60,23 @@ _memo_lock = threading.Lock()
 
 
 def start_key(task: SWETask) -> str:
-    raw = json.dumps({"v": CHECKOUT_VERSION, "repo": task.repo.model_dump(mode="json"),
-                      "base_patch": task.base_patch}, sort_keys=True)
+    raw = json.dumps(
+        {"v": CHECKOUT_VERSION, "repo": task.repo.model_dump(mode="json"), "base_patch": task.base_patch},
+        sort_keys=True,
+    )
     return hashlib.sha256(raw.encode()).hexdigest()[:20]
 
 
 def git_env(home: str) -> dict[str, str]:
     """An environment in which git reads no user or system configuration."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": "/dev/null", "LANG": "C", **GIT_IDENTITY}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": home,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "LANG": "C",
+        **GIT_IDENTITY,
+    }
 
 
 def _git(args: list[str], cwd: Path, env: dict[str, str], stdin: bytes | None = None) -> str:
@@ -100,8 +111,10 @@ def _build(task: SWETask, dest: Path) -> None:
             try:
                 _git(["apply", "--whitespace=nowarn", "-"], repo, env, task.base_patch.encode())
             except RepoError as e:
-                raise RepoError(f"task {task.id!r}: base_patch does not apply to the pristine "
-                                f"{task.repo.kind} source {task.repo.name!r}: {e}") from None
+                raise RepoError(
+                    f"task {task.id!r}: base_patch does not apply to the pristine "
+                    f"{task.repo.kind} source {task.repo.name!r}: {e}"
+                ) from None
         for cache in repo.rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
         size = sum(p.stat().st_size for p in repo.rglob("*") if p.is_file())
@@ -120,8 +133,7 @@ def _build(task: SWETask, dest: Path) -> None:
         tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
         (tmp / "tree.tar").write_bytes(tree)
         (tmp / "repo.tar").write_bytes(tar_dir(repo, REPO_NAME))
-        (tmp / "meta.json").write_text(json.dumps({"base_commit": commit, "size_bytes": size,
-                                                   "task": task.id}))
+        (tmp / "meta.json").write_text(json.dumps({"base_commit": commit, "size_bytes": size, "task": task.id}))
         os.chmod(tmp, 0o755)
         os.rename(tmp, dest)
     finally:
@@ -142,9 +154,13 @@ def start_state(task: SWETask) -> StartState:
                 shutil.rmtree(dest)
             _build(task, dest)
     meta = json.loads((dest / "meta.json").read_text())
-    state = StartState(key=key, tree_tar=(dest / "tree.tar").read_bytes(),
-                       repo_tar=(dest / "repo.tar").read_bytes(), base_commit=meta["base_commit"],
-                       size_bytes=meta["size_bytes"])
+    state = StartState(
+        key=key,
+        tree_tar=(dest / "tree.tar").read_bytes(),
+        repo_tar=(dest / "repo.tar").read_bytes(),
+        base_commit=meta["base_commit"],
+        size_bytes=meta["size_bytes"],
+    )
     with _memo_lock:
         _memo[key] = state
         while len(_memo) > MEMO_SIZE:

@@ -46,12 +46,11 @@ from sandgym.families import family
 from sandgym.outcomes import Outcome
 from sandgym.runtimes.base import Mount, Runtime, Sandbox, SandboxError, SandboxSpec
 from sandgym.runtimes.staging import stage_dir
+from sandgym.specs.swe_repo import SWEHidden, SWETask, TestEnvironment
+from sandgym.verifiers.models import Attempt, TestResult, Verdict
+from sandgym.verifiers.retry import attempts_until_settled
 from sandgym.verifiers.swe_repo.checkout import start_state, tar_dir
 from sandgym.verifiers.swe_repo.sources import test_venv
-from sandgym.specs.swe_repo import SWEHidden, SWETask, TestEnvironment
-
-from sandgym.verifiers.retry import attempts_until_settled
-from sandgym.verifiers.models import Attempt, TestResult, Verdict
 
 VERIFIER_VERSION = "swe_repo/1"
 BOUNDARY_DIR = "/opt/sandgym/swe_verifier"
@@ -71,27 +70,33 @@ IMAGE = f"recipe:{family('swe_repo').image_recipe}"
 
 # -- mounts and sandboxes ---------------------------------------------------------
 
+
 def boundary_mount() -> Mount:
-    return Mount(source=str(stage_dir(Path(__file__).parent / "boundary", ("*.py", "*.ini"))),
-                 target=BOUNDARY_DIR)
+    return Mount(source=str(stage_dir(Path(__file__).parent / "boundary", ("*.py", "*.ini"))), target=BOUNDARY_DIR)
 
 
 def venv_mount(environment: TestEnvironment) -> Mount:
     return Mount(source=str(test_venv(environment)), target=VENV_DIR)
 
 
-def sandbox_spec(environment: TestEnvironment, timeout_s: float, size_bytes: int, role: str,
-                 label: str) -> SandboxSpec:
+def sandbox_spec(environment: TestEnvironment, timeout_s: float, size_bytes: int, role: str, label: str) -> SandboxSpec:
     # The workspace holds the repository plus what tests write; /tmp is as large.
     disk_mb = max(256, 4 * (size_bytes >> 20) + 128)
     return SandboxSpec(
-        image=IMAGE, memory_mb=2048, pids=256, disk_mb=disk_mb, file_size_mb=64,
-        cpu_seconds=int(timeout_s) + 30, wall_timeout_s=timeout_s + HOST_GRACE_S + 60,
-        mounts=(boundary_mount(), venv_mount(environment)), labels={"role": role, "task": label},
+        image=IMAGE,
+        memory_mb=2048,
+        pids=256,
+        disk_mb=disk_mb,
+        file_size_mb=64,
+        cpu_seconds=int(timeout_s) + 30,
+        wall_timeout_s=timeout_s + HOST_GRACE_S + 60,
+        mounts=(boundary_mount(), venv_mount(environment)),
+        labels={"role": role, "task": label},
     )
 
 
 # -- test runs -------------------------------------------------------------------------
+
 
 @dataclass
 class TestRun:
@@ -160,8 +165,10 @@ def parse_records(text: str, run: TestRun) -> None:
     if run.timed_out:
         return
     if collected is None or finish is None:
-        problems.append(f"pytest did not finish (exit code {run.exit_code}): no "
-                        f"{'collection' if collected is None else 'session-finish'} record")
+        problems.append(
+            f"pytest did not finish (exit code {run.exit_code}): no "
+            f"{'collection' if collected is None else 'session-finish'} record"
+        )
     elif finish != run.exit_code:
         problems.append(f"pytest reported exit status {finish} but the process exited with {run.exit_code}")
     if run.collected <= 0 and not problems and not run.collect_errors:
@@ -179,16 +186,28 @@ def parse_records(text: str, run: TestRun) -> None:
         run.valid, run.problem = False, "; ".join(problems)
 
 
-def run_in_sandbox(sandbox: Sandbox, environment: TestEnvironment, tests: list[str] | None,
-                   timeout_s: float, repo_dir: str = REPO_DIR) -> TestRun:
+def run_in_sandbox(
+    sandbox: Sandbox, environment: TestEnvironment, tests: list[str] | None, timeout_s: float, repo_dir: str = REPO_DIR
+) -> TestRun:
     """Run pytest on `repo_dir` inside `sandbox` (which has the two mounts of
     `sandbox_spec`). Raises SandboxError when the sandbox itself fails."""
     nonce = secrets.token_hex(16)
-    job = {"nonce": nonce, "repo": repo_dir, "python": VENV_PYTHON, "import_root": environment.import_root,
-           "tests": tests, "args": list(environment.test_args), "timeout_s": timeout_s}
+    job = {
+        "nonce": nonce,
+        "repo": repo_dir,
+        "python": VENV_PYTHON,
+        "import_root": environment.import_root,
+        "tests": tests,
+        "args": list(environment.test_args),
+        "timeout_s": timeout_s,
+    }
     t0 = time.perf_counter()
-    res = sandbox.run_python(f"{BOUNDARY_DIR}/runner.py", stdin=json.dumps(job).encode(),
-                             timeout=timeout_s + HOST_GRACE_S, max_output=96 << 20)
+    res = sandbox.run_python(
+        f"{BOUNDARY_DIR}/runner.py",
+        stdin=json.dumps(job).encode(),
+        timeout=timeout_s + HOST_GRACE_S,
+        max_output=96 << 20,
+    )
     run = TestRun(duration_s=time.perf_counter() - t0)
     if res.timed_out:
         run.timed_out, run.valid, run.problem = True, False, "the run outlived the runner's own deadline"
@@ -206,11 +225,13 @@ def run_in_sandbox(sandbox: Sandbox, environment: TestEnvironment, tests: list[s
         if answers or (res.exit_code > 128 or res.exit_code < 0) and sandbox.alive:
             # Two answers with our nonce, or the runner killed from inside.
             run.forged = True
-            run.problem = (f"the runner was killed by signal {abs(res.exit_code) & 0x7f}" if not answers
-                           else "more than one runner answer carries this run's nonce")
+            run.problem = (
+                f"the runner was killed by signal {abs(res.exit_code) & 0x7F}"
+                if not answers
+                else "more than one runner answer carries this run's nonce"
+            )
         else:
-            raise SandboxError(f"the SWE runner gave no answer (exit {res.exit_code}): "
-                               f"{res.text('stderr')[-1500:]}")
+            raise SandboxError(f"the SWE runner gave no answer (exit {res.exit_code}): {res.text('stderr')[-1500:]}")
         return run
     ans = answers[0]
     run.exit_code, run.timed_out = ans.get("exit_code"), bool(ans.get("timed_out"))
@@ -221,8 +242,9 @@ def run_in_sandbox(sandbox: Sandbox, environment: TestEnvironment, tests: list[s
     return run
 
 
-def run_tests(runtime: Runtime, tree: Path, environment: TestEnvironment, tests: list[str] | None,
-              timeout_s: float) -> TestRun:
+def run_tests(
+    runtime: Runtime, tree: Path, environment: TestEnvironment, tests: list[str] | None, timeout_s: float
+) -> TestRun:
     """Run `tests` (pytest node ids relative to `tree`; None = the whole suite)
     on a copy of `tree` in a fresh sandbox. Raises SandboxError (infrastructure)."""
     tree = Path(tree)
@@ -236,6 +258,7 @@ def run_tests(runtime: Runtime, tree: Path, environment: TestEnvironment, tests:
 
 
 # -- diffs -------------------------------------------------------------------------------
+
 
 @dataclass
 class FileDiff:
@@ -275,7 +298,7 @@ def split_diff(diff: str) -> list[FileDiff]:
                 break
             for prefix in ("--- a/", "+++ b/", "rename from ", "rename to ", "copy from ", "copy to "):
                 if line.startswith(prefix):
-                    paths.add(_unquote(line[len(prefix):].rstrip("\n")))
+                    paths.add(_unquote(line[len(prefix) :].rstrip("\n")))
             if line.startswith("new file mode"):
                 adds = True
             if line.rstrip("\n").endswith("120000") and ("mode" in line):
@@ -284,8 +307,16 @@ def split_diff(diff: str) -> list[FileDiff]:
     return out
 
 
-PROTECTED_NAMES = {"conftest.py", "sitecustomize.py", "usercustomize.py", "pytest.ini", "tox.ini",
-                   "setup.cfg", "pyproject.toml", ".pytest.ini"}
+PROTECTED_NAMES = {
+    "conftest.py",
+    "sitecustomize.py",
+    "usercustomize.py",
+    "pytest.ini",
+    "tox.ini",
+    "setup.cfg",
+    "pyproject.toml",
+    ".pytest.ini",
+}
 PROTECTED_DIRS = {"tests", "test", "testing"}
 
 
@@ -326,6 +357,7 @@ def added_paths(patch: str) -> list[str]:
 
 # -- verification -----------------------------------------------------------------
 
+
 def classify(run: TestRun, hidden: SWEHidden) -> tuple[str, list[TestResult]]:
     """(status, per-test results) of a valid run."""
     results = []
@@ -335,8 +367,10 @@ def classify(run: TestRun, hidden: SWEHidden) -> tuple[str, list[TestResult]]:
             if s == "passed":
                 results.append(TestResult(name=t, status="passed"))
             else:
-                detail = {"skipped": "skipped (counts as failed)",
-                          "missing": "no record: not collected or not run"}.get(s, "")
+                detail = {
+                    "skipped": "skipped (counts as failed)",
+                    "missing": "no record: not collected or not run",
+                }.get(s, "")
                 detail = detail or run.details.get(t, "")[-600:]
                 results.append(TestResult(name=t, status="error" if s == "error" else "failed", detail=detail))
     f2p = [run.status(t) == "passed" for t in hidden.FAIL_TO_PASS]
@@ -348,18 +382,32 @@ def classify(run: TestRun, hidden: SWEHidden) -> tuple[str, list[TestResult]]:
     return "NO", results
 
 
-OUTCOME_OF = {"FULL": Outcome.PASSED, "PARTIAL": Outcome.FAILED, "NO": Outcome.FAILED,
-              "APPLY_FAILED": Outcome.FAILED, "EMPTY": Outcome.FAILED, "TIMEOUT": Outcome.TIMEOUT,
-              "ENV_ERROR": Outcome.ENV_ERROR}
+OUTCOME_OF = {
+    "FULL": Outcome.PASSED,
+    "PARTIAL": Outcome.FAILED,
+    "NO": Outcome.FAILED,
+    "APPLY_FAILED": Outcome.FAILED,
+    "EMPTY": Outcome.FAILED,
+    "TIMEOUT": Outcome.TIMEOUT,
+    "ENV_ERROR": Outcome.ENV_ERROR,
+}
 
 
 def _git_apply(sandbox: Sandbox, patch: str, name: str) -> tuple[bool, str]:
     """Apply `patch` strictly (exact context, no fuzz) inside the sandbox's repo."""
     path = f"/tmp/sg-verify/{name}"
     sandbox.put_files({name: patch.encode()}, "/tmp/sg-verify")
-    res = sandbox.exec(["git", "apply", "--verbose", "--whitespace=nowarn", path], timeout=120, cwd=REPO_DIR,
-                       env={"HOME": "/tmp/sg-verify", "GIT_CONFIG_NOSYSTEM": "1",
-                            "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CEILING_DIRECTORIES": WORKSPACE})
+    res = sandbox.exec(
+        ["git", "apply", "--verbose", "--whitespace=nowarn", path],
+        timeout=120,
+        cwd=REPO_DIR,
+        env={
+            "HOME": "/tmp/sg-verify",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_CEILING_DIRECTORIES": WORKSPACE,
+        },
+    )
     return res.ok, (res.text("stderr") + res.text("stdout"))[-2000:]
 
 
@@ -368,8 +416,7 @@ def _attempt(task: SWETask, hidden: SWEHidden, kept: str, changed: bool, runtime
     tests = list(dict.fromkeys([*hidden.FAIL_TO_PASS, *hidden.PASS_TO_PASS]))
 
     def done(status: str, outcome: Outcome | None = None, **kw) -> Attempt:
-        return Attempt(status=status, outcome=outcome or OUTCOME_OF[status],
-                       duration_s=time.perf_counter() - t0, **kw)
+        return Attempt(status=status, outcome=outcome or OUTCOME_OF[status], duration_s=time.perf_counter() - t0, **kw)
 
     try:
         state = start_state(task)
@@ -380,8 +427,9 @@ def _attempt(task: SWETask, hidden: SWEHidden, kept: str, changed: bool, runtime
             if kept.strip():
                 ok, log = _git_apply(sandbox, kept, "agent.diff")
                 if not ok:
-                    return done("APPLY_FAILED", detail=f"the diff does not apply to the base commit:\n{log}",
-                                create_s=create_s)
+                    return done(
+                        "APPLY_FAILED", detail=f"the diff does not apply to the base commit:\n{log}", create_s=create_s
+                    )
             if hidden.test_patch.strip():
                 doomed = added_paths(hidden.test_patch)
                 if doomed:
@@ -389,22 +437,34 @@ def _attempt(task: SWETask, hidden: SWEHidden, kept: str, changed: bool, runtime
                 ok, log = _git_apply(sandbox, hidden.test_patch, "test.diff")
                 if not ok:
                     status = "APPLY_FAILED" if changed else "ENV_ERROR"
-                    return done(status, detail=f"the test patch does not apply after the diff:\n{log}",
-                                create_s=create_s)
+                    return done(
+                        status, detail=f"the test patch does not apply after the diff:\n{log}", create_s=create_s
+                    )
             run = run_in_sandbox(sandbox, task.environment, tests, task.timeout_s)
     except SandboxError as e:
         return done("ENV_ERROR", detail=str(e))
     output = run.output[-4000:]
     if run.forged:
-        return done("INVALID_LOG", Outcome.VIOLATION, detail=run.problem, violations=["forged verifier record"],
-                    output=output, create_s=create_s)
+        return done(
+            "INVALID_LOG",
+            Outcome.VIOLATION,
+            detail=run.problem,
+            violations=["forged verifier record"],
+            output=output,
+            create_s=create_s,
+        )
     if run.timed_out:
         return done("TIMEOUT", detail=run.problem, output=output, create_s=create_s)
     if not run.valid:
         # The start state and the gold patch give valid logs (validated per
         # task): an invalid one after a real change is the change's doing.
-        return done("INVALID_LOG", Outcome.FAILED if changed else Outcome.ENV_ERROR,
-                    detail=f"invalid test log: {run.problem}", output=output, create_s=create_s)
+        return done(
+            "INVALID_LOG",
+            Outcome.FAILED if changed else Outcome.ENV_ERROR,
+            detail=f"invalid test log: {run.problem}",
+            output=output,
+            create_s=create_s,
+        )
     status, results = classify(run, hidden)
     detail = ""
     if run.collect_errors:
@@ -418,13 +478,19 @@ def verify(task, diff: str, runtime: Runtime, retries: int = 2) -> Verdict:
     retried up to `retries` times; every attempt is kept."""
     visible, hidden = task.visible, task.hidden
     if len(diff.encode()) > MAX_DIFF_BYTES:
-        attempt = Attempt(status="APPLY_FAILED", outcome=Outcome.FAILED,
-                          detail=f"the diff is {len(diff.encode())} bytes; the limit is {MAX_DIFF_BYTES}")
+        attempt = Attempt(
+            status="APPLY_FAILED",
+            outcome=Outcome.FAILED,
+            detail=f"the diff is {len(diff.encode())} bytes; the limit is {MAX_DIFF_BYTES}",
+        )
         return _verdict(attempt, [attempt], [])
     sections = split_diff(diff)
     if diff.strip() and not sections:
-        attempt = Attempt(status="EMPTY", outcome=Outcome.FAILED,
-                          detail="the submission holds no `diff --git` section: nothing to apply")
+        attempt = Attempt(
+            status="EMPTY",
+            outcome=Outcome.FAILED,
+            detail="the submission holds no `diff --git` section: nothing to apply",
+        )
         return _verdict(attempt, [attempt], [])
     kept, dropped = filter_diff(diff)
     attempts = attempts_until_settled(lambda: _attempt(visible, hidden, kept, bool(kept.strip()), runtime), retries)
@@ -436,10 +502,16 @@ def _verdict(final: Attempt, attempts: list[Attempt], dropped: list[str]) -> Ver
     if dropped and outcome != Outcome.ENV_ERROR:
         outcome = Outcome.VIOLATION
         violations += [f"protected path changed: {d}" for d in dropped]
-        detail = ("changes to protected paths were dropped: " + "; ".join(dropped)
-                  + (f"\n{detail}" if detail else ""))
-    return Verdict(verifier_version=VERIFIER_VERSION, outcome=outcome, status=final.status, tests=final.tests,
-                   detail=detail, violations=violations, attempts=attempts)
+        detail = "changes to protected paths were dropped: " + "; ".join(dropped) + (f"\n{detail}" if detail else "")
+    return Verdict(
+        verifier_version=VERIFIER_VERSION,
+        outcome=outcome,
+        status=final.status,
+        tests=final.tests,
+        detail=detail,
+        violations=violations,
+        attempts=attempts,
+    )
 
 
 def status_text(verdict: Verdict) -> str:

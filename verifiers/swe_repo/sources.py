@@ -25,8 +25,8 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from sandgym.specs.swe_repo import RepoSource, TestEnvironment
 from sandgym.errors import SandgymError
+from sandgym.specs.swe_repo import RepoSource, TestEnvironment
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -83,6 +83,7 @@ def find_sdist(name: str, version: str) -> tuple[str, str]:
             index = json.load(r)
     except OSError as e:
         raise RepoError(f"cannot reach PyPI for {name!r}: {e}") from None
+
     def norm(s: str) -> str:
         return s.lower().replace("-", "_").replace(".", "_")
 
@@ -110,8 +111,10 @@ def fetch_sdist(source: RepoSource) -> Path:
             os.replace(tmp, dest)
         got = _sha256(dest)
     if got != source.sdist_sha256:
-        raise RepoError(f"{dest}: sha256 {got} differs from the task spec's sdist_sha256 "
-                        f"{source.sdist_sha256}; delete the file to download it again")
+        raise RepoError(
+            f"{dest}: sha256 {got} differs from the task spec's sdist_sha256 "
+            f"{source.sdist_sha256}; delete the file to download it again"
+        )
     return dest
 
 
@@ -142,7 +145,7 @@ def pristine_tree(source: RepoSource, dest: Path) -> Path:
         for m in members:
             if not m.name.startswith(top) or not (m.isfile() or m.isdir()):
                 continue  # links and devices are not source
-            m.name = m.name[len(top):]
+            m.name = m.name[len(top) :]
             if m.name:
                 keep.append(m)
         tar.extractall(dest, members=keep, filter="data")
@@ -165,15 +168,27 @@ def test_venv(env: TestEnvironment) -> Path:
             shutil.rmtree(dest)
         tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
         try:
-            subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(tmp)], check=True,
-                           capture_output=True)
+            subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(tmp)], check=True, capture_output=True)
             # The host's pip installs into the venv: Debian's python3 has no pip.
             import sys
 
             reqs = all_requirements(env)
-            r = subprocess.run([sys.executable, "-m", "pip", "--python", str(tmp / "bin" / "python"), "install",
-                                "--quiet", "--disable-pip-version-check", "--no-compile", *reqs],
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "--python",
+                    str(tmp / "bin" / "python"),
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-compile",
+                    *reqs,
+                ],
+                capture_output=True,
+                text=True,
+            )
             if r.returncode != 0:
                 raise RepoError(f"installing {reqs} failed:\n{r.stderr[-2000:]}")
             # Tests run as `python -m pytest`, so the scripts naming the build path do not matter.

@@ -14,8 +14,8 @@ import os
 import re
 import secrets
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 from datetime import date
 from urllib.parse import parse_qs, quote
 
@@ -59,21 +59,26 @@ def current_user(con: sqlite3.Connection, request: Request) -> sqlite3.Row | Non
     token = request.cookies.get(COOKIE)
     if not token:
         return None
-    return con.execute("SELECT u.* FROM sessions s JOIN users u ON u.id = s.user_id "
-                       "WHERE s.token = ? AND u.deleted = 0", (token,)).fetchone()
+    return con.execute(
+        "SELECT u.* FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token = ? AND u.deleted = 0", (token,)
+    ).fetchone()
 
 
 def page(title: str, body: str, user: sqlite3.Row | None = None, status: str = "", code: int = 200) -> HTMLResponse:
     if user is not None:
-        nav = ('<a href="/">Home</a> <a href="/profile">Profile</a> <a href="/settings">Settings</a> '
-               '<a href="/shop">Shop</a> <a href="/cart">Cart</a> <a href="/book">Book a room</a> '
-               '<a href="/messages">Messages</a> <form method="post" action="/logout" style="display:inline">'
-               f'<button>Sign out</button></form> <span>Signed in as {e(user["username"])}</span>')
+        nav = (
+            '<a href="/">Home</a> <a href="/profile">Profile</a> <a href="/settings">Settings</a> '
+            '<a href="/shop">Shop</a> <a href="/cart">Cart</a> <a href="/book">Book a room</a> '
+            '<a href="/messages">Messages</a> <form method="post" action="/logout" style="display:inline">'
+            f"<button>Sign out</button></form> <span>Signed in as {e(user['username'])}</span>"
+        )
     else:
         nav = '<a href="/">Home</a> <a href="/login">Sign in</a>'
     note = f'<p role="status">{e(status)}</p>' if status else ""
-    doc = (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} - Acme Portal</title>'
-           f'</head><body><nav aria-label="Main">{nav}</nav><main><h1>{e(title)}</h1>{note}{body}</main></body></html>')
+    doc = (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} - Acme Portal</title>'
+        f'</head><body><nav aria-label="Main">{nav}</nav><main><h1>{e(title)}</h1>{note}{body}</main></body></html>'
+    )
     return HTMLResponse(doc, status_code=code)
 
 
@@ -105,20 +110,23 @@ def money(cents: int) -> str:
 
 # -- home, sign in ---------------------------------------------------------------------------
 
+
 async def home(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
     if user is None:
-        return page("Welcome", '<p>Sign in to manage your account, shop, book rooms and send messages.</p>')
+        return page("Welcome", "<p>Sign in to manage your account, shop, book rooms and send messages.</p>")
     return page("Welcome", f"<p>Hello, {e(user['display_name'])}.</p>", user)
 
 
 def login_form(next_path: str, error: str = "", username: str = "") -> str:
     err = f'<p role="alert">{e(error)}</p>' if error else ""
-    return (f'{err}<form method="post" action="/login"><input type="hidden" name="next" value="{e(next_path)}">'
-            + field("Username", "username", username, required=True)
-            + field("Password", "password", kind="password", required=True)
-            + "<button>Sign in</button></form>")
+    return (
+        f'{err}<form method="post" action="/login"><input type="hidden" name="next" value="{e(next_path)}">'
+        + field("Username", "username", username, required=True)
+        + field("Password", "password", kind="password", required=True)
+        + "<button>Sign in</button></form>"
+    )
 
 
 def safe_next(path: str) -> str:
@@ -135,8 +143,11 @@ async def login(request: Request) -> Response:
         ok = user is not None and secrets.compare_digest(user["password"].encode(), password.encode())
         con.execute("INSERT INTO logins (username, ok) VALUES (?, ?)", (username, int(ok)))
         if not ok:
-            return page("Sign in", login_form(safe_next(data.get("next", "/")), "Invalid username or password.",
-                                              username), code=401)
+            return page(
+                "Sign in",
+                login_form(safe_next(data.get("next", "/")), "Invalid username or password.", username),
+                code=401,
+            )
         token = secrets.token_urlsafe(24)
         con.execute("INSERT INTO sessions (token, user_id) VALUES (?, ?)", (token, user["id"]))
     resp = RedirectResponse(safe_next(data.get("next", "/")), status_code=303)
@@ -154,6 +165,7 @@ async def logout(request: Request) -> Response:
 
 # -- profile and settings --------------------------------------------------------------------
 
+
 def profile_errors(d: dict[str, str]) -> dict[str, str]:
     errors = {}
     if not 2 <= len(d["display_name"]) <= 40:
@@ -168,12 +180,14 @@ def profile_errors(d: dict[str, str]) -> dict[str, str]:
 
 
 def profile_form(d: dict[str, str], errors: dict[str, str]) -> str:
-    return ('<form method="post" action="/profile">'
-            + field("Display name", "display_name", d["display_name"], error=errors.get("display_name", ""))
-            + field("Email", "email", d["email"], error=errors.get("email", ""))
-            + field("Phone", "phone", d["phone"], error=errors.get("phone", ""))
-            + field("Bio", "bio", d["bio"], kind="textarea", error=errors.get("bio", ""))
-            + "<button>Save profile</button></form>")
+    return (
+        '<form method="post" action="/profile">'
+        + field("Display name", "display_name", d["display_name"], error=errors.get("display_name", ""))
+        + field("Email", "email", d["email"], error=errors.get("email", ""))
+        + field("Phone", "phone", d["phone"], error=errors.get("phone", ""))
+        + field("Bio", "bio", d["bio"], kind="textarea", error=errors.get("bio", ""))
+        + "<button>Save profile</button></form>"
+    )
 
 
 async def profile(request: Request) -> Response:
@@ -188,10 +202,12 @@ async def profile(request: Request) -> Response:
         d = {k: raw.get(k, "").strip() for k in keys}
         errors = profile_errors(d)
         if errors:
-            return page("Profile", '<p role="alert">Please fix the errors below.</p>' + profile_form(d, errors),
-                        user, code=400)
-        con.execute("UPDATE users SET display_name = ?, email = ?, phone = ?, bio = ? WHERE id = ?",
-                    (*d.values(), user["id"]))
+            return page(
+                "Profile", '<p role="alert">Please fix the errors below.</p>' + profile_form(d, errors), user, code=400
+            )
+        con.execute(
+            "UPDATE users SET display_name = ?, email = ?, phone = ?, bio = ? WHERE id = ?", (*d.values(), user["id"])
+        )
         user = current_user(con, request)
         return page("Profile", profile_form(d, {}), user, status="Profile saved.")
 
@@ -200,12 +216,16 @@ def settings_form(user: sqlite3.Row) -> str:
     checked = " checked" if user["newsletter"] else ""
     radios = "".join(
         f'<label><input type="radio" name="theme" value="{t}"{" checked" if user["theme"] == t else ""}> '
-        f'{t.capitalize()}</label> ' for t in THEMES)
-    return ('<form method="post" action="/settings">'
-            f'<p><label><input type="checkbox" name="newsletter" value="1"{checked}> Email me the newsletter</label></p>'
-            f'<fieldset><legend>Theme</legend>{radios}</fieldset><button>Save settings</button></form>'
-            '<h2>Danger zone</h2><form method="post" action="/account/delete">'
-            '<button>Delete my account</button></form>')
+        f"{t.capitalize()}</label> "
+        for t in THEMES
+    )
+    return (
+        '<form method="post" action="/settings">'
+        f'<p><label><input type="checkbox" name="newsletter" value="1"{checked}> Email me the newsletter</label></p>'
+        f"<fieldset><legend>Theme</legend>{radios}</fieldset><button>Save settings</button></form>"
+        '<h2>Danger zone</h2><form method="post" action="/account/delete">'
+        "<button>Delete my account</button></form>"
+    )
 
 
 async def settings(request: Request) -> Response:
@@ -219,8 +239,10 @@ async def settings(request: Request) -> Response:
         theme = d.get("theme", user["theme"])
         if theme not in THEMES:
             return page("Settings", '<p role="alert">Unknown theme.</p>' + settings_form(user), user, code=400)
-        con.execute("UPDATE users SET newsletter = ?, theme = ? WHERE id = ?",
-                    (int(d.get("newsletter") == "1"), theme, user["id"]))
+        con.execute(
+            "UPDATE users SET newsletter = ?, theme = ? WHERE id = ?",
+            (int(d.get("newsletter") == "1"), theme, user["id"]),
+        )
         user = current_user(con, request)
         return page("Settings", settings_form(user), user, status="Settings saved.")
 
@@ -237,9 +259,13 @@ async def delete_account(request: Request) -> Response:
 
 # -- shop and checkout -----------------------------------------------------------------------
 
+
 def cart_rows(con: sqlite3.Connection, token: str) -> list[sqlite3.Row]:
-    return con.execute("SELECT c.sku, c.qty, p.name, p.price_cents, p.stock FROM cart_items c "
-                       "JOIN products p ON p.sku = c.sku WHERE c.session = ? ORDER BY p.name", (token,)).fetchall()
+    return con.execute(
+        "SELECT c.sku, c.qty, p.name, p.price_cents, p.stock FROM cart_items c "
+        "JOIN products p ON p.sku = c.sku WHERE c.session = ? ORDER BY p.name",
+        (token,),
+    ).fetchall()
 
 
 async def shop(request: Request) -> Response:
@@ -251,13 +277,20 @@ async def shop(request: Request) -> Response:
     rows = []
     for p in products:
         if p["stock"] > 0:
-            action = (f'<form method="post" action="/cart/add"><input type="hidden" name="sku" value="{e(p["sku"])}">'
-                      f'<button aria-label="Add {e(p["name"])} to cart">Add to cart</button></form>')
+            action = (
+                f'<form method="post" action="/cart/add"><input type="hidden" name="sku" value="{e(p["sku"])}">'
+                f'<button aria-label="Add {e(p["name"])} to cart">Add to cart</button></form>'
+            )
         else:
             action = "Out of stock"
-        rows.append(f'<tr><td>{e(p["name"])}</td><td>{money(p["price_cents"])}</td><td>{action}</td></tr>')
-    table = f'<table><tr><th>Product</th><th>Price</th><th></th></tr>{"".join(rows)}</table>'
-    return page("Shop", table + '<p><a href="/cart">View cart</a></p>', user, status=request.query_params.get("added", "") and "Added to cart.")
+        rows.append(f"<tr><td>{e(p['name'])}</td><td>{money(p['price_cents'])}</td><td>{action}</td></tr>")
+    table = f"<table><tr><th>Product</th><th>Price</th><th></th></tr>{''.join(rows)}</table>"
+    return page(
+        "Shop",
+        table + '<p><a href="/cart">View cart</a></p>',
+        user,
+        status=request.query_params.get("added", "") and "Added to cart.",
+    )
 
 
 async def cart_add(request: Request) -> Response:
@@ -269,8 +302,11 @@ async def cart_add(request: Request) -> Response:
         token = request.cookies[COOKIE]
         p = con.execute("SELECT * FROM products WHERE sku = ? AND stock > 0", (d.get("sku", ""),)).fetchone()
         if p is not None:
-            con.execute("INSERT INTO cart_items (session, sku, qty) VALUES (?, ?, 1) "
-                        "ON CONFLICT (session, sku) DO UPDATE SET qty = qty + 1", (token, p["sku"]))
+            con.execute(
+                "INSERT INTO cart_items (session, sku, qty) VALUES (?, ?, 1) "
+                "ON CONFLICT (session, sku) DO UPDATE SET qty = qty + 1",
+                (token, p["sku"]),
+            )
     return RedirectResponse("/shop?added=1", status_code=303)
 
 
@@ -294,21 +330,31 @@ async def cart(request: Request) -> Response:
                     if qty == 0:
                         con.execute("DELETE FROM cart_items WHERE session = ? AND sku = ?", (token, row["sku"]))
                     else:
-                        con.execute("UPDATE cart_items SET qty = ? WHERE session = ? AND sku = ?",
-                                    (qty, token, row["sku"]))
+                        con.execute(
+                            "UPDATE cart_items SET qty = ? WHERE session = ? AND sku = ?", (qty, token, row["sku"])
+                        )
         rows = cart_rows(con, token)
     if not rows:
         return page("Cart", '<p>Your cart is empty.</p><p><a href="/shop">Go to the shop</a></p>', user)
     lines = "".join(
         f'<tr><td>{e(r["name"])}</td><td><label for="qty-{e(r["sku"])}">Quantity of {e(r["name"])}</label> '
         f'<input id="qty-{e(r["sku"])}" name="qty-{e(r["sku"])}" type="number" min="0" value="{r["qty"]}"></td>'
-        f'<td>{money(r["price_cents"] * r["qty"])}</td></tr>' for r in rows)
+        f"<td>{money(r['price_cents'] * r['qty'])}</td></tr>"
+        for r in rows
+    )
     total = sum(r["price_cents"] * r["qty"] for r in rows)
     err = f'<p role="alert">{e(error)}</p>' if error else ""
-    body = (f'{err}<form method="post" action="/cart"><table>{lines}</table><p>Subtotal: {money(total)}</p>'
-            '<button>Update cart</button></form><p><a href="/checkout/shipping">Proceed to checkout</a></p>')
-    return page("Cart", body, user, status="Cart updated." if request.method == "POST" and not error else "",
-                code=400 if error else 200)
+    body = (
+        f'{err}<form method="post" action="/cart"><table>{lines}</table><p>Subtotal: {money(total)}</p>'
+        '<button>Update cart</button></form><p><a href="/checkout/shipping">Proceed to checkout</a></p>'
+    )
+    return page(
+        "Cart",
+        body,
+        user,
+        status="Cart updated." if request.method == "POST" and not error else "",
+        code=400 if error else 200,
+    )
 
 
 def checkout_state(con: sqlite3.Connection, token: str) -> dict:
@@ -339,19 +385,29 @@ async def checkout_shipping(request: Request) -> Response:
             if d["shipping"] not in SHIPPING:
                 errors["shipping"] = "Choose a shipping method."
             if not errors:
-                con.execute("INSERT INTO checkouts (session, full_name, address, city, postal_code, shipping) "
-                            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session) DO UPDATE SET full_name = excluded.full_name, "
-                            "address = excluded.address, city = excluded.city, postal_code = excluded.postal_code, "
-                            "shipping = excluded.shipping", (token, *d.values()))
+                con.execute(
+                    "INSERT INTO checkouts (session, full_name, address, city, postal_code, shipping) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (session) DO UPDATE SET full_name = excluded.full_name, "
+                    "address = excluded.address, city = excluded.city, postal_code = excluded.postal_code, "
+                    "shipping = excluded.shipping",
+                    (token, *d.values()),
+                )
                 return RedirectResponse("/checkout/payment", status_code=303)
-    body = ('<p>Step 1 of 3: shipping</p><form method="post" action="/checkout/shipping">'
-            + field("Full name", "full_name", d["full_name"], error=errors.get("full_name", ""))
-            + field("Address", "address", d["address"], error=errors.get("address", ""))
-            + field("City", "city", d["city"], error=errors.get("city", ""))
-            + field("Postal code", "postal_code", d["postal_code"], error=errors.get("postal_code", ""))
-            + select("Shipping method", "shipping", [("", "Choose...")] + [(k, v[0]) for k, v in SHIPPING.items()],
-                     d["shipping"], errors.get("shipping", ""))
-            + "<button>Continue to payment</button></form>")
+    body = (
+        '<p>Step 1 of 3: shipping</p><form method="post" action="/checkout/shipping">'
+        + field("Full name", "full_name", d["full_name"], error=errors.get("full_name", ""))
+        + field("Address", "address", d["address"], error=errors.get("address", ""))
+        + field("City", "city", d["city"], error=errors.get("city", ""))
+        + field("Postal code", "postal_code", d["postal_code"], error=errors.get("postal_code", ""))
+        + select(
+            "Shipping method",
+            "shipping",
+            [("", "Choose...")] + [(k, v[0]) for k, v in SHIPPING.items()],
+            d["shipping"],
+            errors.get("shipping", ""),
+        )
+        + "<button>Continue to payment</button></form>"
+    )
     return page("Checkout", body, user, code=400 if errors else 200)
 
 
@@ -378,11 +434,13 @@ async def checkout_payment(request: Request) -> Response:
                 # Only the last four digits are ever stored.
                 con.execute("UPDATE checkouts SET card_last4 = ? WHERE session = ?", (card[-4:], token))
                 return RedirectResponse("/checkout/review", status_code=303)
-    body = ('<p>Step 2 of 3: payment</p><form method="post" action="/checkout/payment">'
-            + field("Card number", "card_number", error=errors.get("card_number", ""))
-            + field("Expiry (MM/YY)", "expiry", error=errors.get("expiry", ""))
-            + field("CVC", "cvc", error=errors.get("cvc", ""))
-            + "<button>Review order</button></form>")
+    body = (
+        '<p>Step 2 of 3: payment</p><form method="post" action="/checkout/payment">'
+        + field("Card number", "card_number", error=errors.get("card_number", ""))
+        + field("Expiry (MM/YY)", "expiry", error=errors.get("expiry", ""))
+        + field("CVC", "cvc", error=errors.get("cvc", ""))
+        + "<button>Review order</button></form>"
+    )
     return page("Checkout", body, user, code=400 if errors else 200)
 
 
@@ -398,9 +456,11 @@ async def checkout_review(request: Request) -> Response:
     ship_label, ship_cents = SHIPPING[state["shipping"]]
     total = sum(r["price_cents"] * r["qty"] for r in rows) + ship_cents
     items = "".join(f"<li>{r['qty']} x {e(r['name'])}</li>" for r in rows)
-    body = (f'<p>Step 3 of 3: review</p><ul>{items}</ul><p>Ship to {e(state["full_name"])}, {e(state["address"])}, '
-            f'{e(state["city"])} {e(state["postal_code"])} by {e(ship_label)}.</p><p>Card ending {e(state["card_last4"])}.</p>'
-            f'<p>Total: {money(total)}</p><form method="post" action="/checkout/place"><button>Place order</button></form>')
+    body = (
+        f"<p>Step 3 of 3: review</p><ul>{items}</ul><p>Ship to {e(state['full_name'])}, {e(state['address'])}, "
+        f"{e(state['city'])} {e(state['postal_code'])} by {e(ship_label)}.</p><p>Card ending {e(state['card_last4'])}.</p>"
+        f'<p>Total: {money(total)}</p><form method="post" action="/checkout/place"><button>Place order</button></form>'
+    )
     return page("Checkout", body, user)
 
 
@@ -418,8 +478,18 @@ async def checkout_place(request: Request) -> Response:
         cur = con.execute(
             "INSERT INTO orders (user_id, items, total_cents, full_name, address, city, postal_code, shipping, "
             "card_last4) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (user["id"], json.dumps(items, sort_keys=True), total, state["full_name"], state["address"],
-             state["city"], state["postal_code"], state["shipping"], state["card_last4"]))
+            (
+                user["id"],
+                json.dumps(items, sort_keys=True),
+                total,
+                state["full_name"],
+                state["address"],
+                state["city"],
+                state["postal_code"],
+                state["shipping"],
+                state["card_last4"],
+            ),
+        )
         for sku, qty in items.items():
             con.execute("UPDATE products SET stock = stock - ? WHERE sku = ?", (qty, sku))
         con.execute("DELETE FROM cart_items WHERE session = ?", (token,))
@@ -432,26 +502,39 @@ async def order_page(request: Request) -> Response:
         user = current_user(con, request)
         if user is None:
             return login_required(request)
-        order = con.execute("SELECT * FROM orders WHERE id = ? AND user_id = ?",
-                            (request.path_params["order_id"], user["id"])).fetchone()
+        order = con.execute(
+            "SELECT * FROM orders WHERE id = ? AND user_id = ?", (request.path_params["order_id"], user["id"])
+        ).fetchone()
     if order is None:
         return page("Order not found", "<p>No such order.</p>", user, code=404)
-    return page(f"Order {order['id']}", f"<p>Thank you! Total charged: {money(order['total_cents'])}.</p>", user,
-                status="Order placed.")
+    return page(
+        f"Order {order['id']}",
+        f"<p>Thank you! Total charged: {money(order['total_cents'])}.</p>",
+        user,
+        status="Order placed.",
+    )
 
 
 # -- booking ----------------------------------------------------------------------------------
 
+
 def booking_form(rooms: list[sqlite3.Row], d: dict[str, str], errors: dict[str, str]) -> str:
-    return ('<form method="post" action="/book">'
-            + select("Room", "room", [("", "Choose a room...")] + [(str(r["id"]), f"{r['name']} (up to {r['capacity']})")
-                                                                   for r in rooms], d["room"], errors.get("room", ""))
-            + field("Check-in", "check_in", d["check_in"], kind="date", error=errors.get("check_in", ""))
-            + field("Check-out", "check_out", d["check_out"], kind="date", error=errors.get("check_out", ""))
-            + select("Guests", "guests", [(str(n), str(n)) for n in range(1, 5)], d["guests"], errors.get("guests", ""))
-            + field("Guest name", "guest_name", d["guest_name"], error=errors.get("guest_name", ""))
-            + field("Notes", "notes", d["notes"], kind="textarea")
-            + "<button>Book room</button></form>")
+    return (
+        '<form method="post" action="/book">'
+        + select(
+            "Room",
+            "room",
+            [("", "Choose a room...")] + [(str(r["id"]), f"{r['name']} (up to {r['capacity']})") for r in rooms],
+            d["room"],
+            errors.get("room", ""),
+        )
+        + field("Check-in", "check_in", d["check_in"], kind="date", error=errors.get("check_in", ""))
+        + field("Check-out", "check_out", d["check_out"], kind="date", error=errors.get("check_out", ""))
+        + select("Guests", "guests", [(str(n), str(n)) for n in range(1, 5)], d["guests"], errors.get("guests", ""))
+        + field("Guest name", "guest_name", d["guest_name"], error=errors.get("guest_name", ""))
+        + field("Notes", "notes", d["notes"], kind="textarea")
+        + "<button>Book room</button></form>"
+    )
 
 
 def booking_errors(con: sqlite3.Connection, d: dict[str, str]) -> dict[str, str]:
@@ -472,8 +555,10 @@ def booking_errors(con: sqlite3.Connection, d: dict[str, str]) -> dict[str, str]
     if not d["guest_name"]:
         errors["guest_name"] = "Guest name is required."
     if room is not None and not errors:
-        clash = con.execute("SELECT 1 FROM bookings WHERE room_id = ? AND check_in < ? AND check_out > ?",
-                            (room["id"], d["check_out"], d["check_in"])).fetchone()
+        clash = con.execute(
+            "SELECT 1 FROM bookings WHERE room_id = ? AND check_in < ? AND check_out > ?",
+            (room["id"], d["check_out"], d["check_in"]),
+        ).fetchone()
         if clash:
             errors["room"] = f"{room['name']} is already booked for some of those nights."
     return errors
@@ -493,11 +578,17 @@ async def book(request: Request) -> Response:
         d = {k: raw.get(k, "").strip() for k in keys}
         errors = booking_errors(con, d)
         if errors:
-            return page("Book a room", '<p role="alert">Please fix the errors below.</p>'
-                        + booking_form(rooms, d, errors), user, code=400)
-        con.execute("INSERT INTO bookings (user_id, room_id, check_in, check_out, guests, guest_name, notes) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)", (user["id"], int(d["room"]), d["check_in"], d["check_out"],
-                                                    int(d["guests"]), d["guest_name"], d["notes"]))
+            return page(
+                "Book a room",
+                '<p role="alert">Please fix the errors below.</p>' + booking_form(rooms, d, errors),
+                user,
+                code=400,
+            )
+        con.execute(
+            "INSERT INTO bookings (user_id, room_id, check_in, check_out, guests, guest_name, notes) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (user["id"], int(d["room"]), d["check_in"], d["check_out"], int(d["guests"]), d["guest_name"], d["notes"]),
+        )
     return RedirectResponse("/bookings?booked=1", status_code=303)
 
 
@@ -506,15 +597,24 @@ async def bookings(request: Request) -> Response:
         user = current_user(con, request)
         if user is None:
             return login_required(request)
-        rows = con.execute("SELECT b.*, r.name AS room_name FROM bookings b JOIN rooms r ON r.id = b.room_id "
-                           "WHERE b.user_id = ? ORDER BY b.id", (user["id"],)).fetchall()
-    items = "".join(f"<li>{e(r['room_name'])}: {r['check_in']} to {r['check_out']}, {r['guests']} guest(s)</li>"
-                    for r in rows) or "<li>No bookings yet.</li>"
-    return page("Your bookings", f"<ul>{items}</ul>", user,
-                status="Room booked." if request.query_params.get("booked") else "")
+        rows = con.execute(
+            "SELECT b.*, r.name AS room_name FROM bookings b JOIN rooms r ON r.id = b.room_id "
+            "WHERE b.user_id = ? ORDER BY b.id",
+            (user["id"],),
+        ).fetchall()
+    items = (
+        "".join(
+            f"<li>{e(r['room_name'])}: {r['check_in']} to {r['check_out']}, {r['guests']} guest(s)</li>" for r in rows
+        )
+        or "<li>No bookings yet.</li>"
+    )
+    return page(
+        "Your bookings", f"<ul>{items}</ul>", user, status="Room booked." if request.query_params.get("booked") else ""
+    )
 
 
 # -- messages ---------------------------------------------------------------------------------
+
 
 async def messages(request: Request) -> Response:
     with db() as con:
@@ -523,8 +623,12 @@ async def messages(request: Request) -> Response:
             return login_required(request)
         rows = con.execute("SELECT * FROM outbox WHERE user_id = ? ORDER BY id", (user["id"],)).fetchall()
     items = "".join(f"<li>To {e(r['recipient'])}: {e(r['subject'])}</li>" for r in rows) or "<li>Nothing sent yet.</li>"
-    return page("Messages", f'<p><a href="/messages/new">New message</a></p><h2>Sent</h2><ul>{items}</ul>', user,
-                status="Message sent." if request.query_params.get("sent") else "")
+    return page(
+        "Messages",
+        f'<p><a href="/messages/new">New message</a></p><h2>Sent</h2><ul>{items}</ul>',
+        user,
+        status="Message sent." if request.query_params.get("sent") else "",
+    )
 
 
 async def message_new(request: Request) -> Response:
@@ -546,15 +650,24 @@ async def message_new(request: Request) -> Response:
             if not d["body"]:
                 errors["body"] = "Message is required."
             if not errors:
-                con.execute("INSERT INTO outbox (user_id, recipient, subject, body) VALUES (?, ?, ?, ?)",
-                            (user["id"], d["to"], d["subject"], d["body"]))
+                con.execute(
+                    "INSERT INTO outbox (user_id, recipient, subject, body) VALUES (?, ?, ?, ?)",
+                    (user["id"], d["to"], d["subject"], d["body"]),
+                )
                 return RedirectResponse("/messages?sent=1", status_code=303)
-    body = ('<form method="post" action="/messages/new">'
-            + select("To", "to", [("", "Choose a contact...")] + [(c["email"], f"{c['name']} <{c['email']}>")
-                                                                 for c in contacts], d["to"], errors.get("to", ""))
-            + field("Subject", "subject", d["subject"], error=errors.get("subject", ""))
-            + field("Message", "body", d["body"], kind="textarea", error=errors.get("body", ""))
-            + "<button>Send message</button></form>")
+    body = (
+        '<form method="post" action="/messages/new">'
+        + select(
+            "To",
+            "to",
+            [("", "Choose a contact...")] + [(c["email"], f"{c['name']} <{c['email']}>") for c in contacts],
+            d["to"],
+            errors.get("to", ""),
+        )
+        + field("Subject", "subject", d["subject"], error=errors.get("subject", ""))
+        + field("Message", "body", d["body"], kind="textarea", error=errors.get("body", ""))
+        + "<button>Send message</button></form>"
+    )
     return page("New message", body, user, code=400 if errors else 200)
 
 

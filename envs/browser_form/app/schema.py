@@ -38,10 +38,16 @@ CREATE TABLE outbox (id INTEGER PRIMARY KEY, user_id INTEGER NOT NULL, recipient
 # Seed rows each task starts from; a task's `seed` replaces whole tables.
 DEFAULT_SEED: dict[str, list[dict[str, Any]]] = {
     "users": [
-        {"id": 1, "username": "alice", "password": "wonderland", "display_name": "Alice Liddell",
-         "email": "alice@example.test", "phone": "+44 20 7946 0001", "bio": "Curious."},
-        {"id": 2, "username": "bob", "password": "builder42", "display_name": "Bob Stone",
-         "email": "bob@example.test"},
+        {
+            "id": 1,
+            "username": "alice",
+            "password": "wonderland",
+            "display_name": "Alice Liddell",
+            "email": "alice@example.test",
+            "phone": "+44 20 7946 0001",
+            "bio": "Curious.",
+        },
+        {"id": 2, "username": "bob", "password": "builder42", "display_name": "Bob Stone", "email": "bob@example.test"},
     ],
     "products": [
         {"sku": "MUG-01", "name": "Blue Mug", "price_cents": 1200, "stock": 10},
@@ -55,8 +61,15 @@ DEFAULT_SEED: dict[str, list[dict[str, Any]]] = {
         {"id": 3, "name": "Attic Single", "capacity": 1},
     ],
     "bookings": [
-        {"id": 1, "user_id": 2, "room_id": 2, "check_in": "2027-03-10", "check_out": "2027-03-14",
-         "guests": 3, "guest_name": "Bob Stone"},
+        {
+            "id": 1,
+            "user_id": 2,
+            "room_id": 2,
+            "check_in": "2027-03-10",
+            "check_out": "2027-03-14",
+            "guests": 3,
+            "guest_name": "Bob Stone",
+        },
     ],
     "contacts": [
         {"id": 1, "user_id": 1, "name": "Bob Stone", "email": "bob@example.test"},
@@ -66,8 +79,19 @@ DEFAULT_SEED: dict[str, list[dict[str, Any]]] = {
 }
 
 IDENT = re.compile(r"^[a-z_][a-z0-9_]*$")
-TABLES = ("users", "sessions", "logins", "products", "cart_items", "checkouts", "orders", "rooms",
-          "bookings", "contacts", "outbox")
+TABLES = (
+    "users",
+    "sessions",
+    "logins",
+    "products",
+    "cart_items",
+    "checkouts",
+    "orders",
+    "rooms",
+    "bookings",
+    "contacts",
+    "outbox",
+)
 
 
 def build_database(path: str | Path, seed: dict[str, list[dict[str, Any]]] | None = None) -> None:

@@ -101,17 +101,21 @@ def str_replace(req):
     text = read_text(path)
     count = text.count(old)
     if count == 0:
-        raise ValueError(f"no match for `old` in {path}: the text must match exactly, whitespace and "
-                         "indentation included; view the file to copy it")
+        raise ValueError(
+            f"no match for `old` in {path}: the text must match exactly, whitespace and "
+            "indentation included; view the file to copy it"
+        )
     if count > 1:
         starts, at = [], text.find(old)
         while at != -1:
             starts.append(text.count("\n", 0, at) + 1)
             at = text.find(old, at + 1)
-        raise ValueError(f"`old` occurs {count} times in {path} (lines {', '.join(map(str, starts[:20]))}); "
-                         "include more surrounding lines so it matches once")
+        raise ValueError(
+            f"`old` occurs {count} times in {path} (lines {', '.join(map(str, starts[:20]))}); "
+            "include more surrounding lines so it matches once"
+        )
     index = text.find(old)
-    updated = text[:index] + new + text[index + len(old):]
+    updated = text[:index] + new + text[index + len(old) :]
     with open(path, "w", encoding="utf-8") as f:
         f.write(updated)
     return snippet(updated, index, len(new), path)

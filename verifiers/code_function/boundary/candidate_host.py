@@ -38,8 +38,7 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 def _check(ret, what):
@@ -89,7 +88,7 @@ def serve(rfd, wfd):
     def send(obj):
         data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
         while data:
-            data = data[os.write(wfd, data):]
+            data = data[os.write(wfd, data) :]
 
     send({"ready": True})
     setup = json.loads(rfile.readline())

@@ -131,7 +131,7 @@ class Candidate:
         data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
         try:
             while data:
-                data = data[os.write(self.w, data):]
+                data = data[os.write(self.w, data) :]
         except (BrokenPipeError, OSError):
             raise CandidateGone()
 
@@ -155,7 +155,7 @@ class Candidate:
                 raise ValueError("the candidate's reply is larger than 64 MiB")
             end = self.buf.find(b"\n", scanned)
         line = bytes(self.buf[:end])
-        del self.buf[:end + 1]
+        del self.buf[: end + 1]
         msg = json.loads(line)
         if type(msg) is not dict:
             raise ValueError("malformed reply from the candidate process")
@@ -226,13 +226,15 @@ def run_cases(cand, payload):
             cand.stop()
         except (ValueError, TypeError, RecursionError, OverflowError) as e:  # unreadable reply
             detail = f"the candidate's reply could not be read: {e}"[:2000]
-        results.append({"name": name, "status": status, "detail": detail,
-                        "duration_s": round(time.monotonic() - t0, 6)})
+        results.append(
+            {"name": name, "status": status, "detail": detail, "duration_s": round(time.monotonic() - t0, 6)}
+        )
         if status == "timeout":
             # Nothing is left of the time budget: the rest cannot run.
-            for j, rest in enumerate(payload["tests"][i + 1:], start=i + 1):
-                results.append({"name": rest.get("name") or f"test_{j}", "status": "timeout",
-                                "detail": "not run: out of time"})
+            for j, rest in enumerate(payload["tests"][i + 1 :], start=i + 1):
+                results.append(
+                    {"name": rest.get("name") or f"test_{j}", "status": "timeout", "detail": "not run: out of time"}
+                )
             break
     return results
 
@@ -270,8 +272,7 @@ def run_check(cand, payload):
         status, detail = "error", str(e)
     except Exception as e:
         status, detail = "error", f"{type(e).__name__}: {e}"
-    return [{"name": "check", "status": status, "detail": detail[:2000],
-             "duration_s": round(time.monotonic() - t0, 6)}]
+    return [{"name": "check", "status": status, "detail": detail[:2000], "duration_s": round(time.monotonic() - t0, 6)}]
 
 
 def main():
@@ -284,12 +285,14 @@ def main():
     record = {"nonce": payload["nonce"], "isolation": isolation}
     cand.payload = payload
     cand.deadline = time.monotonic() + float(payload["timeout_s"])
-    names = ["check"] if payload.get("check_code") else [
-        t.get("name") or f"test_{i}" for i, t in enumerate(payload["tests"])]
+    names = (
+        ["check"]
+        if payload.get("check_code")
+        else [t.get("name") or f"test_{i}" for i, t in enumerate(payload["tests"])]
+    )
     if payload.get("check_code"):
         # The test code is the data set's, compiled before any candidate runs.
-        payload["compiled_check"] = compile(
-            payload["context_code"] + "\n" + payload["check_code"], "<check>", "exec")
+        payload["compiled_check"] = compile(payload["context_code"] + "\n" + payload["check_code"], "<check>", "exec")
     try:
         cand.load()
         if cand.load_error is not None:

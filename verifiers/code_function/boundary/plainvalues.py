@@ -60,7 +60,7 @@ def decode(obj, depth=0):
     if t is list:
         return [decode(v, depth + 1) for v in obj]
     if t is dict and len(obj) == 1:
-        (tag, inner), = obj.items()
+        ((tag, inner),) = obj.items()
         if tag == "i" and type(inner) is str:
             return int(inner)
         if tag == "f" and type(inner) is str:
@@ -112,13 +112,9 @@ def same(expected, actual, tolerance=None):
             return e == a
         return expected == actual
     if te in (list, tuple) and ta in (list, tuple):
-        return len(expected) == len(actual) and all(
-            same(e, a, tolerance) for e, a in zip(expected, actual)
-        )
+        return len(expected) == len(actual) and all(same(e, a, tolerance) for e, a in zip(expected, actual))
     if te is dict and ta is dict:
-        return expected.keys() == actual.keys() and all(
-            same(v, actual[k], tolerance) for k, v in expected.items()
-        )
+        return expected.keys() == actual.keys() and all(same(v, actual[k], tolerance) for k, v in expected.items())
     if te is complex or ta is complex:
         return complex(expected) == complex(actual) if {te, ta} <= {int, float, complex} else False
     return te is ta and expected == actual

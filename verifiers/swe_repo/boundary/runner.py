@@ -58,12 +58,33 @@ def main():
     not_dumpable()
     repo, tests = job["repo"], job.get("tests")
     work = tempfile.mkdtemp(prefix="sg-run-")
-    args = ["-p", "sandgym_swe_records", "-p", "no:cacheprovider", "-c", os.path.join(HERE, "pytest.ini"),
-            "--rootdir", repo, "--confcutdir", repo, "--continue-on-collection-errors",
-            "-q", "--tb=short", "-rfE", *job.get("args", [])]
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-           "LANG": "C.UTF-8", "TMPDIR": os.environ.get("TMPDIR", "/tmp"), "PYTHONNOUSERSITE": "1",
-           "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONHASHSEED": "0"}
+    args = [
+        "-p",
+        "sandgym_swe_records",
+        "-p",
+        "no:cacheprovider",
+        "-c",
+        os.path.join(HERE, "pytest.ini"),
+        "--rootdir",
+        repo,
+        "--confcutdir",
+        repo,
+        "--continue-on-collection-errors",
+        "-q",
+        "--tb=short",
+        "-rfE",
+        *job.get("args", []),
+    ]
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "TMPDIR": os.environ.get("TMPDIR", "/tmp"),
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        "PYTHONHASHSEED": "0",
+    }
     if tests is not None:
         select_path = os.path.join(work, "select.json")
         with open(select_path, "w") as f:
@@ -78,8 +99,16 @@ def main():
     argv = [job["python"], "-I", os.path.join(HERE, "pytest_child.py"), repo, job.get("import_root", "."), *args]
     start = time.monotonic()
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, pass_fds=(wfd,), start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            cwd=repo,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=(wfd,),
+            start_new_session=True,
+        )
     os.close(wfd)
     records = bytearray()
     timed_out = False
@@ -107,9 +136,14 @@ def main():
     with open(log_path, "rb") as f:
         f.seek(max(0, os.path.getsize(log_path) - OUTPUT_TAIL))
         tail = f.read().decode("utf-8", "replace")
-    out = {"nonce": job["nonce"], "exit_code": exit_code, "timed_out": timed_out,
-           "duration_s": round(time.monotonic() - start, 3),
-           "records": records.decode("utf-8", "replace"), "output": tail}
+    out = {
+        "nonce": job["nonce"],
+        "exit_code": exit_code,
+        "timed_out": timed_out,
+        "duration_s": round(time.monotonic() - start, 3),
+        "records": records.decode("utf-8", "replace"),
+        "output": tail,
+    }
     sys.stdout.write("\n" + json.dumps(out) + "\n")
     sys.stdout.flush()
 

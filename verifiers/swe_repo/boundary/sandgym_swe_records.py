@@ -44,7 +44,7 @@ def _emit(record):
         return
     data = (json.dumps(record) + "\n").encode()
     while data:
-        data = data[os.write(_fd, data):]
+        data = data[os.write(_fd, data) :]
 
 
 def _text(longrepr, limit=3000):
@@ -64,9 +64,9 @@ def pytest_collection_modifyitems(session, config, items):
     # Only the listed tests run; the others are deselected, never skipped.
     if _wanted is None:
         return
+
     def listed(nodeid):
-        return nodeid in _wanted or any(
-            nodeid.startswith(p + "::") or nodeid.startswith(p + "/") for p in _prefixes)
+        return nodeid in _wanted or any(nodeid.startswith(p + "::") or nodeid.startswith(p + "/") for p in _prefixes)
 
     keep = [it for it in items if listed(it.nodeid)]
     dropped = [it for it in items if not listed(it.nodeid)]
@@ -80,8 +80,13 @@ def pytest_collection_finish(session):
 
 
 def pytest_runtest_logreport(report):
-    record = {"kind": "report", "nodeid": report.nodeid, "when": report.when, "outcome": report.outcome,
-              "xfail": hasattr(report, "wasxfail")}
+    record = {
+        "kind": "report",
+        "nodeid": report.nodeid,
+        "when": report.when,
+        "outcome": report.outcome,
+        "xfail": hasattr(report, "wasxfail"),
+    }
     if report.failed:
         record["detail"] = _text(report.longrepr)
     _emit(record)
