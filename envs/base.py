@@ -8,6 +8,7 @@ Every sandgym env is a Gymnasium env with text observations (`task`,
 from __future__ import annotations
 
 import abc
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -43,12 +44,13 @@ class SandgymEnv(gym.Env, abc.ABC):
     def config(self) -> dict[str, Any]:
         """The settings that shape episodes, as make() kwargs (for records)."""
 
+    # Sequence (covariant): an env may return its own kind of action (list[str]).
     @abc.abstractmethod
-    def oracle_actions(self) -> list[Action]:
+    def oracle_actions(self) -> Sequence[Action]:
         """The current task's reference solution, as actions (the oracle policy plays them)."""
 
     @abc.abstractmethod
-    def null_actions(self) -> list[Action]:
+    def null_actions(self) -> Sequence[Action]:
         """Actions that do nothing useful and end the episode: every task must score 0 on them."""
 
     def chat_tools(self) -> list[dict[str, Any]] | None:

@@ -30,7 +30,7 @@ completions = [text for _, _, text in batch]
 task_ids = [tid for tid, _, _ in batch]
 
 rewards = reward_func(prompts=prompts, completions=completions, task_id=task_ids)
-for (task_id, kind, _), reward in zip(batch, rewards):
+for (task_id, kind, _), reward in zip(batch, rewards, strict=True):
     print(f"{task_id:24} {kind:10} reward {reward}")
 print(reward_func.__name__, rewards)  # None would mean the sandbox failed: no score, not a 0
 reward_func.close()

@@ -177,7 +177,7 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def create(self, spec: SandboxSpec | None = None) -> Sandbox: ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (a hook: a runtime that holds nothing need not override it)
         """Release what the runtime holds (pools, temp dirs)."""
 
     def __deepcopy__(self, memo: dict) -> Runtime:

@@ -29,11 +29,15 @@ import uuid
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .base import RuntimeUnavailable, SandboxError
 from .bwrap import ETC_ALLOWED, host_root_args
 from .local import children
 from .staging import _stage, stage_dir, staging_root
+
+if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
+    from playwright.sync_api import Browser, Playwright
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -63,9 +67,10 @@ def staged_site_packages() -> Path:
 
             buf_path = Path(tempfile.mkdtemp(prefix="sandgym-site-")) / "site.zip"
             try:
-                with zipfile.PyZipFile(buf_path, "w", optimize=0) as z:
+                with zipfile.PyZipFile(str(buf_path), "w", optimize=0) as z:
                     for name in APP_PACKAGES:
                         mod = importlib.import_module(name)
+                        assert mod.__file__ is not None, f"{name} is not a file-based package"
                         path = Path(mod.__file__)
                         z.writepy(str(path.parent if path.name == "__init__.py" else path))
                 _site_dir = _stage("browser-site", {"site.zip": buf_path.read_bytes()})
@@ -81,7 +86,7 @@ def stage_tree(src: Path, key: str) -> Path:
         return dest
     tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=staging_root()))
     shutil.copytree(src, tmp / "tree")
-    for dirpath, dirnames, filenames in os.walk(tmp):
+    for dirpath, _dirnames, filenames in os.walk(tmp):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             os.chmod(os.path.join(dirpath, name), 0o644)
@@ -132,7 +137,7 @@ def _comm(pid: int) -> str:
 _thread_driver = threading.local()
 
 
-def _acquire_playwright():
+def _acquire_playwright() -> Playwright:
     """The calling thread's Playwright driver, shared by its sandboxes.
 
     Playwright's sync API allows one running instance per thread; every
@@ -201,8 +206,8 @@ class BrowserSandbox:
     """
 
     def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, headless: bool = True):
-        self.bwrap = shutil.which("bwrap")
-        if not self.bwrap:
+        bwrap = shutil.which("bwrap")
+        if not bwrap:
             raise RuntimeUnavailable("the browser sandbox needs bubblewrap: run `apt-get install bubblewrap`")
         if not os.access(CHROMIUM, os.X_OK):
             raise RuntimeUnavailable(
@@ -210,6 +215,7 @@ class BrowserSandbox:
             )
         if os.geteuid() == 0 and not shutil.which("setpriv"):
             raise RuntimeUnavailable("the browser sandbox as root needs setpriv: run `apt-get install util-linux`")
+        self.bwrap = bwrap
         self.app = app
         self.drop_to = drop_to if drop_to is not None else default_drop_to()
         self.headless = headless
@@ -222,8 +228,8 @@ class BrowserSandbox:
         if self.drop_to:
             os.chown(self.state_dir, *self.drop_to)
         self._wrapper = self._tmp / "chromium-in-sandbox"
-        self._playwright = None
-        self.browser = None
+        self._playwright: Playwright | None = None
+        self.browser: Browser | None = None
 
     # -- wrapper ---------------------------------------------------------------
 
@@ -301,7 +307,7 @@ class BrowserSandbox:
 
     # -- lifecycle -------------------------------------------------------------
 
-    def start(self):
+    def start(self) -> Browser:
         """Launch Chromium (and with it the app); returns the Playwright Browser."""
         from playwright.sync_api import Error as PlaywrightError
 
@@ -402,7 +408,7 @@ class BrowserSandbox:
             pidfds.update(_pidfds(self.process_ids()))
             if not _wait_exited(pidfds, EXIT_GRACE_S):
                 # Whatever outlives the browser (it should not) is killed.
-                for pid, fd in pidfds.items():
+                for fd in pidfds.values():
                     try:
                         signal.pidfd_send_signal(fd, signal.SIGKILL)
                     except ProcessLookupError:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from .outcomes import OUTCOME_NAMES
@@ -442,7 +442,7 @@ def validate_cmd(
             ThreadPoolExecutor(concurrency) as pool,
         ):
             bar = progress.add_task("validate", total=len(ts))
-            for task, found in zip(ts.tasks, pool.map(lambda t: check(t, rt), ts.tasks)):
+            for task, found in zip(ts.tasks, pool.map(lambda t: check(t, rt), ts.tasks), strict=True):
                 progress.update(bar, advance=1)
                 problems += len(found)
                 for problem in found:
@@ -484,7 +484,11 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
                     disable=not sys.stderr.isatty(),
                 ) as progress:
                     bar = progress.add_task(name, total=len(ts))
-                    run.run(on_record=lambda rec: progress.update(bar, advance=1))
+
+                    def advance(_rec: object, bar: TaskID = bar) -> None:  # this loop's bar, bound now
+                        progress.update(bar, advance=1)
+
+                    run.run(on_record=advance)
                 for rec in sorted(run.records, key=lambda r: r.task_id):
                     if (rec.outcome == "passed") != want:
                         problems += 1

@@ -242,7 +242,8 @@ class EvalRun:
                     timings=timings,
                     error="the policy stopped before submitting",
                 )
-            reward = verdict.reward(inner.reward_scheme)
+            # An env's own scheme (MiniWoB's "raw") scores its verdict as binary.
+            reward = verdict.reward("pass_rate" if inner.reward_scheme == "pass_rate" else "binary")
             return self._record(
                 task,
                 index,

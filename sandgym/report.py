@@ -302,7 +302,8 @@ def _meta(run: Run) -> str:
 def _headline(recs: list[EpisodeRecord]) -> str:
     scored = [r for r in recs if r.reward is not None]
     passed = sum(r.outcome == Outcome.PASSED.value for r in scored)
-    mean = sum(r.reward for r in scored) / len(scored) if scored else None
+    rewards = [r.reward for r in scored if r.reward is not None]
+    mean = sum(rewards) / len(rewards) if rewards else None
     big = fmt_pct(passed, len(scored))
     mean_text = (
         f"mean reward {mean:.3f} over {len(scored)} scored episodes"

@@ -154,7 +154,7 @@ def parse_action(text: str) -> Action:
     if len(args) != len(kinds):
         raise ActionError(f"{name}() takes {len(kinds)} argument(s), got {len(args)}")
     target, string = None, None
-    for (tok_kind, value), kind in zip(args, kinds):
+    for (tok_kind, value), kind in zip(args, kinds, strict=True):
         if kind == "target":
             target = _target(tok_kind, value)
         elif tok_kind != "string":

@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
@@ -28,13 +28,17 @@ from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
-from sandgym.specs import TaskPair, TaskSet, choose_task, load_family_task_set
+from sandgym.specs import TaskSet, choose_task, load_family_task_set
+from sandgym.specs.browser_form import BrowserTaskPair
 from sandgym.verifiers.browser_form.host import read_state, state_json, verify
-from sandgym.verifiers.models import Verdict
+from sandgym.verifiers.models import RewardScheme, Verdict
 
 from .actions import GRAMMAR, ActionError, parse_action
 from .app.schema import build_database
 from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
+
+if TYPE_CHECKING:
+    from playwright._impl._api_structures import SetCookieParam
 
 ENV_ID = "sandgym/BrowserForm-v0"
 APP_MODULE = "formapp:app"
@@ -50,7 +54,7 @@ def form_app() -> AppSpec:
     return AppSpec(app=APP_MODULE, source_dir=stage_dir(Path(__file__).parent / "app"))
 
 
-def render_goal(task: TaskPair, max_steps: int) -> str:
+def render_goal(task: BrowserTaskPair, max_steps: int) -> str:
     return (
         f"{task.visible.goal.strip()}\n\nYou are using a web app in a browser. Each turn you see the page's "
         f"accessibility snapshot; elements carry refs like [ref=e12]. {GRAMMAR} Call done() when the task is "
@@ -64,7 +68,8 @@ class BrowserFormEnv(SandgymEnv):
     final server state as JSON) and `timings` are on the env."""
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
-    reward_scheme = "binary"
+    reward_scheme: RewardScheme = "binary"
+    observation_space: spaces.Dict
 
     def __init__(
         self,
@@ -87,12 +92,12 @@ class BrowserFormEnv(SandgymEnv):
         self.verifier_retries = verifier_retries
         self.render_mode = render_mode
         self.with_screenshot = screenshot
-        obs = {"task": UnicodeText(), "feedback": UnicodeText()}
+        obs: dict[str, spaces.Space[Any]] = {"task": UnicodeText(), "feedback": UnicodeText()}
         if screenshot:
             obs["screenshot"] = spaces.Box(0, 255, (VIEWPORT["height"], VIEWPORT["width"], 3), np.uint8)
         self.observation_space = spaces.Dict(obs)
         self.action_space = UnicodeText()
-        self.task: TaskPair | None = None
+        self.task: BrowserTaskPair | None = None
         self.last_verdict: Verdict | None = None
         self.artifact: str | None = None
         self.violations: list[str] = []
@@ -124,7 +129,7 @@ class BrowserFormEnv(SandgymEnv):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
-        self.task = task
+        self.task = BrowserTaskPair.of(task)
         self.last_verdict, self.artifact, self.violations = None, None, []
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         self._step, self._done = 0, False
@@ -188,7 +193,7 @@ class BrowserFormEnv(SandgymEnv):
 
     # -- internals ------------------------------------------------------------------------
 
-    def _install_database(self, task: TaskPair) -> list[dict]:
+    def _install_database(self, task: BrowserTaskPair) -> list[SetCookieParam]:
         """Put a fresh copy of the task's snapshot in place (a new inode: a request
         still holding the old file writes nowhere), with a session if the task
         starts signed in. Returns the cookies the new context starts with."""
@@ -201,7 +206,7 @@ class BrowserFormEnv(SandgymEnv):
         state_dir = self.session.state_dir
         staged = state_dir / (DB_NAME + ".new")
         shutil.copyfile(snap, staged)
-        cookies: list[dict] = []
+        cookies: list[SetCookieParam] = []
         if task.visible.login_as:
             import sqlite3
 
@@ -218,8 +223,10 @@ class BrowserFormEnv(SandgymEnv):
             finally:
                 con.close()
             cookies.append({"name": "sid", "value": token, "url": self.session.origin, "httpOnly": True})
-        if self.session.sandbox.drop_to:
-            os.chown(staged, *self.session.sandbox.drop_to)
+        sandbox = self.session.sandbox
+        assert sandbox is not None  # reset() started the browser
+        if sandbox.drop_to:
+            os.chown(staged, *sandbox.drop_to)
         os.chmod(staged, 0o600)
         for leftover in state_dir.glob(DB_NAME + "-*"):  # a journal of the last episode
             leftover.unlink(missing_ok=True)

@@ -20,7 +20,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from sandgym.envs.base import SandgymEnv
+from sandgym.envs.base import NoReference, SandgymEnv
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec, stage_tree
@@ -115,6 +115,14 @@ class MiniWoBEnv(SandgymEnv):
     def config(self) -> dict[str, Any]:
         return {"task": self.task_name, "max_steps": self.max_steps}
 
+    def oracle_actions(self) -> list[str]:
+        """MiniWoB++ pages ship no scripted solution; a policy must solve the page itself."""
+        raise NoReference(f"MiniWoB task {self.task_name!r} has no reference solution")
+
+    def null_actions(self) -> list[str]:
+        """End the episode at once: the page scores it as not done."""
+        return ["done()"]
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         if options:
@@ -148,7 +156,7 @@ class MiniWoBEnv(SandgymEnv):
         return f"{last}Step {self._step} of {self.max_steps}.\n\n{self.session.snapshot()}"
 
     def _wob(self) -> dict[str, Any]:
-        return self.session.page.evaluate(
+        return self.session.current_page().evaluate(
             "() => ({done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON})"
         )
 

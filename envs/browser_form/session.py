@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from sandgym.errors import SandgymError
@@ -16,9 +17,13 @@ from sandgym.runtimes.browser import AppSpec, BrowserSandbox
 
 from .actions import GRAMMAR, Action, ActionError, Target
 
+if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
+    from playwright._impl._api_structures import SetCookieParam
+    from playwright.sync_api import BrowserContext, Locator, Page, ViewportSize
+
 ACTION_TIMEOUT_MS = 5_000
 LOAD_TIMEOUT_MS = 15_000
-VIEWPORT = {"width": 1024, "height": 768}
+VIEWPORT: ViewportSize = {"width": 1024, "height": 768}
 MAX_SNAPSHOT_CHARS = 30_000
 LAUNCH_ATTEMPTS = 3
 # URL schemes an agent may only use to escape the app: refused and recorded as a violation.
@@ -80,8 +85,8 @@ class BrowserSession:
         self.app = app
         self.drop_to = drop_to
         self.sandbox: BrowserSandbox | None = None
-        self.context = None
-        self.page = None
+        self.context: BrowserContext | None = None
+        self.page: Page | None = None
         self.broken: str | None = None
         self.launch_s = 0.0
 
@@ -119,7 +124,7 @@ class BrowserSession:
         if self.broken is None:
             self.broken = why
 
-    def new_page(self, cookies: list[dict] | None = None):
+    def new_page(self, cookies: list[SetCookieParam] | None = None) -> Page:
         """A new BrowserContext (no cookies, storage, cache or service workers of any earlier episode)."""
         self.close_context()
         assert self.sandbox is not None and self.sandbox.browser is not None
@@ -131,9 +136,9 @@ class BrowserSession:
         self.context.set_default_navigation_timeout(LOAD_TIMEOUT_MS)
         if cookies:
             self.context.add_cookies(cookies)
-        self.page = self.context.new_page()
-        self.page.on("crash", lambda _p: self._mark_broken("the page crashed"))
-        return self.page
+        page = self.page = self.context.new_page()
+        page.on("crash", lambda _p: self._mark_broken("the page crashed"))
+        return page
 
     def close_context(self) -> None:
         if self.context is not None:
@@ -151,16 +156,23 @@ class BrowserSession:
 
     # -- observation -------------------------------------------------------------------------
 
-    def check_alive(self) -> None:
+    def check_alive(self) -> Page:
+        """The page, or SessionBroken if it or the browser died."""
         if self.broken:
             raise SessionBroken(self.broken)
         if self.sandbox is None or not self.sandbox.alive:
             raise SessionBroken("the browser is not running")
         if self.page is None or self.page.is_closed():
             raise SessionBroken("the page was closed")
+        return self.page
+
+    def current_page(self) -> Page:
+        """The episode's page (new_page() made it), alive or not."""
+        assert self.page is not None, "new_page() first"
+        return self.page
 
     def path(self) -> str:
-        url = self.page.url
+        url = self.current_page().url
         if url.startswith(self.origin):
             return url[len(self.origin) :] or "/"
         return url
@@ -168,9 +180,9 @@ class BrowserSession:
     def snapshot(self) -> str:
         from playwright.sync_api import Error as PlaywrightError
 
-        self.check_alive()
+        page = self.check_alive()
         try:
-            text = self.page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
+            text = page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
         except PlaywrightError as e:
             self.check_alive()
             raise SessionBroken(f"the accessibility snapshot failed: {e}") from e
@@ -179,8 +191,7 @@ class BrowserSession:
         return text
 
     def screenshot(self) -> bytes:
-        self.check_alive()
-        return self.page.screenshot(type="png")
+        return self.check_alive().screenshot(type="png")
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -199,13 +210,14 @@ class BrowserSession:
             raise ActionRefused(f"goto({raw!r}) refused: a path inside the app starts with '/', like \"/profile\"")
         return self.origin + raw
 
-    def locate(self, target: Target):
-        page = self.page
+    def locate(self, target: Target) -> Locator:
+        page = self.current_page()
         if target.ref is not None:
             loc = page.locator(f"aria-ref={target.ref}")
             what = target.ref
         else:
-            loc = page.get_by_role(target.role, name=target.name, exact=True)
+            # The agent's role text, as given: Playwright refuses a role it does not know.
+            loc = page.get_by_role(cast(Any, target.role), name=target.name, exact=True)
             what = f'"{target.role}:{target.name}"'
         n = loc.count()
         if n == 0:
@@ -222,14 +234,14 @@ class BrowserSession:
         when the browser died."""
         from playwright.sync_api import Error as PlaywrightError
 
-        self.check_alive()
-        page = self.page
+        page = self.check_alive()
         try:
             if action.kind == "goto":
                 page.goto(self.app_url(action.text or ""), wait_until="load")
             elif action.kind == "press":
                 page.keyboard.press(action.text or "")
             else:
+                assert action.target is not None, f"{action.kind} has a target"  # parse_action's guarantee
                 loc = self.locate(action.target)
                 if action.kind == "click":
                     loc.click()

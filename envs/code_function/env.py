@@ -117,7 +117,7 @@ class CodeFunctionEnv(SandgymEnv):
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
         self._close_sandbox()
-        self.task = task
+        self.task = CodeTaskPair.of(task)
         self._turn, self._done = 0, False
         self._last_code = self.submitted_code = self.artifact = None
         self.last_verdict = None
@@ -216,6 +216,7 @@ class CodeFunctionEnv(SandgymEnv):
         return dict(self._obs), 0.0, False, False, self._info(tool=tool)
 
     def _agent_sandbox(self) -> Sandbox:
+        assert self.task is not None
         if self._sandbox is None or not self._sandbox.alive:
             self._close_sandbox()
             spec = SandboxSpec(mounts=(boundary_mount(),), labels={"role": "agent", "task": self.task.id})

@@ -222,7 +222,7 @@ def chat_tools() -> list[dict]:
     tools = []
     for name in TOOLS:
         accepted, required = KEYS[name]
-        props = {}
+        props: dict[str, dict[str, Any]] = {}
         for key in sorted(accepted):
             kind, doc = _ARG_DOCS[key]
             props[key] = {"type": kind, "description": doc}

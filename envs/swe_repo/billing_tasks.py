@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from sandgym.runtimes import get_runtime
 from sandgym.specs import TaskSet, TaskSetMeta, bundled_dir, make_pair
@@ -29,7 +30,19 @@ from sandgym.verifiers.swe_repo.sources import bundled_projects_dir
 OUT = bundled_dir() / "swe_repo" / "billing-v1"
 
 # (file, old, new): applied in order; `old` must occur exactly once.
-TASKS = [
+Edit = tuple[str, str, str]
+
+
+class HandWritten(TypedDict):
+    id: str
+    title: str
+    issue: str
+    bug: list[Edit]  # pristine -> start state (reversed, the fix)
+    hide: list[Edit]  # tests taken out of the start state; the verifier's tests have them
+    new_tests: NotRequired[dict[str, str]]  # file -> text: tests only the verifier's tree has
+
+
+TASKS: list[HandWritten] = [
     {
         "id": "billing/round-half-even",
         "title": "Amounts ending in half a cent round down",
@@ -202,7 +215,7 @@ rounded, too). Amounts should be printed with the currency's own number of decim
 ]
 
 
-def edit(tree: Path, edits) -> None:
+def edit(tree: Path, edits: list[Edit]) -> None:
     for rel, old, new in edits:
         path = tree / rel
         text = path.read_text()
@@ -218,7 +231,10 @@ def diff(a: Path, b: Path) -> str:
         repo = work / "r"
         shutil.copytree(a, repo)
         env = git_env(str(work))
-        run = lambda *args: subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
+        def run(*args: str) -> None:
+            subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+
         run("init", "-q")
         run("add", "-A", "-f")
         run("commit", "-q", "-m", "a")
@@ -235,7 +251,7 @@ def diff(a: Path, b: Path) -> str:
         shutil.rmtree(work)
 
 
-def main() -> None:
+def main() -> int:
     pristine = bundled_projects_dir() / "billing"
     runtime = get_runtime("local")
     work = Path(tempfile.mkdtemp(prefix="billing-tasks-"))
@@ -303,6 +319,7 @@ def main() -> None:
     )
     TaskSet(meta, pairs).write(OUT)
     print(f"wrote {len(pairs)} tasks to {OUT}")
+    return 0
 
 
 if __name__ == "__main__":

@@ -79,6 +79,16 @@ class Mutation:
         return f"{self.path}:{self.lineno}:{self.operator}:{self.summary}"
 
 
+# The nodes mutations edit: they carry source positions.
+_Node = ast.expr | ast.stmt
+
+
+def _end(node: _Node) -> tuple[int, int]:
+    """Where a node ends; ast.parse always sets it (typeshed allows None for hand-made nodes)."""
+    assert node.end_lineno is not None and node.end_col_offset is not None
+    return node.end_lineno, node.end_col_offset
+
+
 class _Positions:
     """AST positions (1-based lines, UTF-8 byte columns) -> character offsets."""
 
@@ -93,10 +103,10 @@ class _Positions:
         line = self.lines[lineno - 1] if lineno - 1 < len(self.lines) else ""
         return self.starts[lineno - 1] + len(line.encode("utf-8")[:col_bytes].decode("utf-8", "replace"))
 
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        return (self.offset(node.lineno, node.col_offset), self.offset(node.end_lineno, node.end_col_offset))
+    def span(self, node: _Node) -> tuple[int, int]:
+        return (self.offset(node.lineno, node.col_offset), self.offset(*_end(node)))
 
-    def text(self, node: ast.AST) -> str:
+    def text(self, node: _Node) -> str:
         a, b = self.span(node)
         return self.source[a:b]
 
@@ -123,11 +133,11 @@ class _Finder(ast.NodeVisitor):
         self.found: list[Mutation] = []
 
     # -- helpers -----------------------------------------------------------
-    def _add(self, operator: str, node: ast.AST, summary: str, *edits: Edit) -> None:
+    def _add(self, operator: str, node: _Node, summary: str, *edits: Edit) -> None:
         if self.stack and edits:
             self.found.append(Mutation(operator, self.path, node.lineno, ".".join(self.stack), summary, edits))
 
-    def _gap_edit(self, left: ast.AST, right: ast.AST, pattern: str, new: str) -> Edit | None:
+    def _gap_edit(self, left: _Node, right: _Node, pattern: str, new: str) -> Edit | None:
         """Replace the one operator token between two operand nodes."""
         a = self.pos.span(left)[1]
         b = self.pos.span(right)[0]
@@ -154,6 +164,7 @@ class _Finder(ast.NodeVisitor):
         ]
         if len(rets) >= 2:  # one path of several returns None: a subtle wrong answer
             for r in rets:
+                assert r.value is not None  # kept above only with a value
                 a, b = self.pos.span(r.value)
                 self._add("return_none", r, "return None", Edit(a, b, "None"))
         self.stack.pop()
@@ -186,7 +197,7 @@ class _Finder(ast.NodeVisitor):
     def _drop(self, stmt: ast.stmt) -> None:
         a, b = self.pos.span(stmt)
         line_start = self.pos.starts[stmt.lineno - 1]
-        line_end = self.pos.starts[stmt.end_lineno]
+        line_end = self.pos.starts[_end(stmt)[0]]
         before = self.pos.source[line_start:a]
         after = self.pos.source[b:line_end]
         if before.strip() or (after.strip() and not after.strip().startswith("#")):

@@ -39,6 +39,7 @@ from sandgym.errors import SandgymError
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, get_runtime
 from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.code_function import CodeTaskPair
 from sandgym.verifiers.code_function.host import verify
 from sandgym.verifiers.models import RewardScheme, Verdict
 
@@ -153,7 +154,7 @@ class CodeReward:
     def verdict(self, task_id: str, completion: Any) -> Verdict:
         """The whole verdict (outcome, per-test results, attempts) for one completion."""
         self._check_open()
-        task = self.tasks.get(task_id)  # KeyError naming the choices
+        task = CodeTaskPair.of(self.tasks.get(task_id))  # KeyError naming the choices
         code, problem = extract_code(completion_text(completion), task.visible.entry_point)
         if code is None:
             verdict = Verdict(verifier_version="none", outcome=Outcome.FAILED, detail=problem)
@@ -292,7 +293,7 @@ def trl_reward_func(
         task_ids = list(kwargs[task_id_column])
         if len(task_ids) != len(completions):
             raise ValueError(f"{len(completions)} completions but {len(task_ids)} values in column {task_id_column!r}")
-        return scorer.score_many(zip(task_ids, completions))
+        return scorer.score_many(zip(task_ids, completions, strict=True))
 
     reward_func.__name__ = reward_func.__qualname__ = name or f"sandgym_code_{scorer.reward_scheme}"
     reward_func.scorer = scorer  # type: ignore[attr-defined]
@@ -309,7 +310,7 @@ def trl_rows(
     ts = load_tasks(tasks)
     rows = []
     for t in ts.tasks:
-        text = render_prompt(t, "single", 1)
+        text = render_prompt(CodeTaskPair.of(t), "single", 1)
         rows.append({"prompt": [{"role": "user", "content": text}] if conversational else text, task_id_column: t.id})
     return rows
 
@@ -359,11 +360,11 @@ def _task_id_of(ground_truth: Any) -> str:
 
 
 def _verl_result(
-    verdict: Verdict, scheme: str, task_id: str, env_error_score: float | None, return_dict: bool
+    verdict: Verdict, scheme: RewardScheme, task_id: str, env_error_score: float | None, return_dict: bool
 ) -> float | dict[str, float]:
-    score = verdict.reward(scheme)  # type: ignore[arg-type]
+    score = verdict.reward(scheme)
     env_error = score is None
-    if env_error:
+    if score is None:
         if env_error_score is None:
             raise VerificationUnavailable(
                 f"sandgym could not verify a completion for task {task_id!r}: the sandbox failed "
@@ -458,7 +459,7 @@ def compute_score_batch(
         groups.setdefault(id(s), (s, []))[1].append(i)
     results: list[float | dict[str, float]] = [0.0] * n
     for s, idx in groups.values():
-        for i, v in zip(idx, s.verdicts([(task_ids[i], solution_strs[i]) for i in idx])):
+        for i, v in zip(idx, s.verdicts([(task_ids[i], solution_strs[i]) for i in idx]), strict=True):
             results[i] = _verl_result(v, s.reward_scheme, task_ids[i], env_error_score, return_dict)
     return results
 
@@ -474,7 +475,7 @@ def verl_rows(
     return [
         {
             "data_source": data_source,
-            "prompt": [{"role": "user", "content": render_prompt(t, "single", 1)}],
+            "prompt": [{"role": "user", "content": render_prompt(CodeTaskPair.of(t), "single", 1)}],
             "ability": "code",
             "reward_model": {"style": "rule", "ground_truth": t.id},
             "extra_info": {"split": split, "index": i, **({"task_set": root} if root else {})},

@@ -5,11 +5,13 @@ a family's own models live in `sandgym.specs.<family>`.
 """
 
 from sandgym.specs.base import (
+    HiddenSpec,
     TaskId,
     TaskPair,
     TaskSet,
     TaskSetMeta,
     TaskSpecError,
+    VisibleSpec,
     _json_data,
     _Strict,
     bundled_dir,
@@ -23,11 +25,13 @@ from sandgym.specs.base import (
 )
 
 __all__ = [
+    "HiddenSpec",
     "TaskId",
     "TaskPair",
     "TaskSet",
     "TaskSetMeta",
     "TaskSpecError",
+    "VisibleSpec",
     "_json_data",
     "_Strict",
     "bundled_dir",

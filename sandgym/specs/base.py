@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -84,25 +85,48 @@ class TaskSetMeta(_Strict):
         return v
 
 
+class VisibleSpec(_Strict):
+    """Base of every family's visible half."""
+
+    if TYPE_CHECKING:
+        # Every family's model declares these fields itself, where its files
+        # want them (declared here they would come first in every dump).
+        id: str
+        family: str
+        version: int
+
+
+class HiddenSpec(_Strict):
+    """Base of every family's hidden half."""
+
+    if TYPE_CHECKING:
+        id: str  # declared by each family's model, as VisibleSpec's fields
+
+
 class TaskPair(BaseModel):
     """A whole task as the host holds it: visible and hidden halves, of any
-    family. Every family's visible model has `id`, `family` and `version`."""
+    family. A family's own pair class (its spec module's PAIR) types them."""
 
     model_config = ConfigDict(frozen=True)
 
-    visible: BaseModel
-    hidden: BaseModel
+    visible: VisibleSpec
+    hidden: HiddenSpec
 
     @property
     def id(self) -> str:
-        return self.visible.id  # type: ignore[attr-defined]
+        return self.visible.id
 
     @property
     def family(self) -> str:
-        return self.visible.family  # type: ignore[attr-defined]
+        return self.visible.family
+
+    @classmethod
+    def of(cls, task: TaskPair) -> Self:
+        """`task` as this pair class (a family's PAIR): its halves are checked to be the family's models."""
+        return task if isinstance(task, cls) else cls(visible=task.visible, hidden=task.hidden)
 
 
-def family_models(family: str) -> tuple[type[BaseModel], type[BaseModel]]:
+def family_models(family: str) -> tuple[type[VisibleSpec], type[HiddenSpec]]:
     """A family's (visible, hidden) spec models, from its spec module in the family table."""
     try:
         mod = spec_module(family)
@@ -111,9 +135,9 @@ def family_models(family: str) -> tuple[type[BaseModel], type[BaseModel]]:
     return mod.VISIBLE, mod.HIDDEN
 
 
-def make_pair(visible: BaseModel, hidden: BaseModel) -> TaskPair:
+def make_pair(visible: VisibleSpec, hidden: HiddenSpec) -> TaskPair:
     """The family's own pair class (typed halves) where its spec module has one."""
-    pair: type[TaskPair] = getattr(spec_module(visible.family), "PAIR", TaskPair)  # type: ignore[attr-defined]
+    pair: type[TaskPair] = getattr(spec_module(visible.family), "PAIR", TaskPair)
     return pair(visible=visible, hidden=hidden)
 
 
@@ -138,7 +162,10 @@ def _load_yaml(path: Path) -> Any:
         raise TaskSpecError(f"{path}: cannot read: {e.strerror}") from e
 
 
-def _parse(model: type[BaseModel], path: Path) -> BaseModel:
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _parse(model: type[_Model], path: Path) -> _Model:
     data = _load_yaml(path)
     if not isinstance(data, dict):
         raise TaskSpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
@@ -155,7 +182,7 @@ def _spec_files(folder: Path) -> list[Path]:
 class TaskSet:
     """The tasks of one folder, in id order, with a content hash."""
 
-    def __init__(self, meta: TaskSetMeta, tasks: list[TaskPair], root: Path | None = None):
+    def __init__(self, meta: TaskSetMeta, tasks: Sequence[TaskPair], root: Path | None = None):
         self.meta = meta
         self.root = root
         self.tasks = sorted(tasks, key=lambda t: t.id)
@@ -199,7 +226,7 @@ class TaskSet:
         for sub in ("tasks", "hidden"):
             if not (root / sub).is_dir():
                 raise TaskSpecError(f"{root / sub}: missing folder")
-        visible: dict[str, tuple[Path, BaseModel]] = {}
+        visible: dict[str, tuple[Path, VisibleSpec]] = {}
         for p in _spec_files(root / "tasks"):
             v = _parse(visible_model, p)
             if v.id in visible:
@@ -233,7 +260,8 @@ class TaskSet:
             if slug in used:  # ids that differ only in characters a file name cannot hold
                 slug += "-" + hashlib.sha256(t.id.encode()).hexdigest()[:8]
             used.add(slug)
-            for sub, half in (("tasks", t.visible), ("hidden", t.hidden)):
+            halves: tuple[tuple[str, VisibleSpec | HiddenSpec], ...] = (("tasks", t.visible), ("hidden", t.hidden))
+            for sub, half in halves:
                 data = half.model_dump(mode="json", exclude_defaults=True)
                 (root / sub / f"{slug}.yaml").write_text(dump_yaml({"id": half.id, **data}))
         return root

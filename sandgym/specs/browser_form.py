@@ -14,12 +14,12 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sandgym.specs.base import TaskId, TaskPair, _json_data, _Strict
+from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _json_data, _Strict
 
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
-class BrowserTask(_Strict):
+class BrowserTask(VisibleSpec):
     """The visible half of a browser-form task."""
 
     schema_version: Literal[1] = 1
@@ -101,7 +101,7 @@ class ForbiddenEffect(_Strict):
     _plain = field_validator("where")(classmethod(lambda cls, v: _json_data(v)))
 
 
-class BrowserHidden(_Strict):
+class BrowserHidden(HiddenSpec):
     """The hidden half: only the verifier and the oracle policy read it."""
 
     id: TaskId
@@ -112,8 +112,14 @@ class BrowserHidden(_Strict):
     oracle: list[str] = Field(min_length=1, description="A scripted solution in the action grammar; ends with done().")
 
 
+class BrowserTaskPair(TaskPair):
+    visible: BrowserTask
+    hidden: BrowserHidden
+
+
 VISIBLE = BrowserTask
 HIDDEN = BrowserHidden
+PAIR = BrowserTaskPair
 LIST_COLUMNS = ("start path", "checks", "oracle steps", "title")
 
 

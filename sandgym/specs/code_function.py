@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sandgym.specs.base import TaskId, TaskPair, _json_data, _Strict
+from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _json_data, _Strict
 
 
 class Example(_Strict):
@@ -27,7 +27,7 @@ class TestCase(Example):
     name: str | None = None
 
 
-class CodeTask(_Strict):
+class CodeTask(VisibleSpec):
     """The visible half of a code-function task."""
 
     schema_version: Literal[1] = 1
@@ -52,7 +52,7 @@ class CodeTask(_Strict):
         return v
 
 
-class CodeHidden(_Strict):
+class CodeHidden(HiddenSpec):
     """The hidden half: only the verifier reads it."""
 
     schema_version: Literal[1] = 1

@@ -20,7 +20,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sandgym.specs.base import TaskId, TaskPair, _Strict
+from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _Strict
 
 # Requirement pins: `name==version` (extras allowed), nothing that pip would
 # resolve differently tomorrow.
@@ -67,7 +67,7 @@ class TestEnvironment(_Strict):
         return v
 
 
-class SWETask(_Strict):
+class SWETask(VisibleSpec):
     """The visible half: what builds the agent's start state and prompt."""
 
     schema_version: Literal[1] = 1
@@ -87,7 +87,7 @@ class SWETask(_Strict):
     tags: list[str] = Field(default_factory=list)
 
 
-class SWEHidden(_Strict):
+class SWEHidden(HiddenSpec):
     """The hidden half: only the verifier (and the oracle policy) reads it."""
 
     schema_version: Literal[1] = 1
@@ -98,8 +98,14 @@ class SWEHidden(_Strict):
     PASS_TO_PASS: list[str] = Field(default_factory=list, description="Tests that pass and must keep passing.")
 
 
+class SWETaskPair(TaskPair):
+    visible: SWETask
+    hidden: SWEHidden
+
+
 VISIBLE = SWETask
 HIDDEN = SWEHidden
+PAIR = SWETaskPair
 LIST_COLUMNS = ("source", "FAIL_TO_PASS", "PASS_TO_PASS", "title")
 
 

@@ -18,6 +18,8 @@ import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.outcomes import Outcome
 
+pytestmark = pytest.mark.chromium
+
 # One task per workflow; the whole set runs with SANDGYM_SLOW=1.
 SAMPLE = ["forms/login-alice", "forms/checkout-mug", "forms/booking-garden", "forms/message-bob"]
 
@@ -165,7 +167,9 @@ def test_the_state_channel_is_out_of_the_agents_reach(env):
     page = env.session.page
     page.goto("file:///state/")
     assert "app.sqlite" not in page.content()
-    with pytest.raises(Exception):
+    from playwright.sync_api import Error as PlaywrightError
+
+    with pytest.raises(PlaywrightError):
         page.goto("file:///state/app.sqlite")
 
 

@@ -43,6 +43,7 @@ def test_every_page_of_the_wheel_is_registered():
     assert all(f"sandgym/MiniWoB-{t}-v0" in gym.registry for t in tasks)
 
 
+@pytest.mark.chromium
 @pytest.mark.parametrize("task", ["click-button", "enter-text", "focus-text", "click-checkboxes"])
 def test_scripted_solution_scores(task):
     env = gym.make(f"sandgym/MiniWoB-{task}-v0")
@@ -62,6 +63,7 @@ def test_scripted_solution_scores(task):
         env.close()
 
 
+@pytest.mark.chromium
 def test_time_limit_is_lifted_and_goto_refused():
     env = gym.make("sandgym/MiniWoB-click-button-v0")
     try:
@@ -73,6 +75,7 @@ def test_time_limit_is_lifted_and_goto_refused():
         env.close()
 
 
+@pytest.mark.chromium
 def test_check_env_passes_on_a_miniwob_env():
     import warnings
 
@@ -83,5 +86,21 @@ def test_check_env_passes_on_a_miniwob_env():
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # the checker's warnings fail the test too
             check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()
+
+
+@pytest.mark.chromium
+def test_null_actions_score_nothing_and_there_is_no_oracle():
+    from sandgym.envs.base import NoReference
+
+    env = gym.make("sandgym/MiniWoB-click-button-v0")
+    try:
+        env.reset(seed=1)
+        with pytest.raises(NoReference, match="click-button"):
+            env.unwrapped.oracle_actions()
+        for action in env.unwrapped.null_actions():
+            _, reward, terminated, _, info = env.step(action)
+        assert terminated and reward <= 0.0 and info["outcome"] != "passed"
     finally:
         env.close()

@@ -129,7 +129,7 @@ def test_humaneval_canonical_solutions_pass_and_a_wrong_one_fails(runtime, tmp_p
 
     with ThreadPoolExecutor(2) as pool:
         verdicts = list(pool.map(lambda t: verify(t, t.hidden.reference_solution, runtime), ts.tasks))
-    failed = [(t.id, v.outcome, v.tests) for t, v in zip(ts.tasks, verdicts) if v.outcome != "passed"]
+    failed = [(t.id, v.outcome, v.tests) for t, v in zip(ts.tasks, verdicts, strict=True) if v.outcome != "passed"]
     assert not failed
     first = ts.get("HumanEval/0")
     wrong = first.visible.prompt + "    return False\n"

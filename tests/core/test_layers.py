@@ -145,8 +145,12 @@ def test_allowed_imports_pass():
     ok = {
         "sandgym.cli": "from sandgym.envs.code_function.humaneval import import_humaneval\n",
         "sandgym.harness": "from sandgym.envs.base import SandgymEnv\nfrom sandgym.runtimes import Runtime\n",
-        "sandgym.envs.swe_repo.env": "from sandgym.verifiers.swe_repo.host import verify\nfrom sandgym.specs import TaskSet\n",
-        "sandgym.verifiers.code_function.host": "from sandgym.runtimes.base import Runtime\nfrom ..models import Verdict\n",
+        "sandgym.envs.swe_repo.env": (
+            "from sandgym.verifiers.swe_repo.host import verify\nfrom sandgym.specs import TaskSet\n"
+        ),
+        "sandgym.verifiers.code_function.host": (
+            "from sandgym.runtimes.base import Runtime\nfrom ..models import Verdict\n"
+        ),
         "sandgym.runtimes.base": "from sandgym.errors import SandgymError\nfrom .staging import stage_dir\n",
     }
     assert violations(ok) == []

@@ -348,6 +348,7 @@ def test_report_of_a_run_with_nothing_scored(task_set, runtime, tmp_path):
     assert "no scored episodes" in page.text_of("reward-mean")
 
 
+@pytest.mark.chromium
 def test_report_opens_in_chromium(mixed_run, tmp_path):
     from playwright.sync_api import sync_playwright
 

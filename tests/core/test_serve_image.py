@@ -14,6 +14,8 @@ import pytest
 from sandgym.serve_image import build, constraints_from_lock, run_command
 from sandgym.specs import TaskSet, bundled_task_set
 
+pytestmark = pytest.mark.docker
+
 TASK = "basic/edit-distance"
 
 

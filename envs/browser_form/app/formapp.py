@@ -244,6 +244,7 @@ async def settings(request: Request) -> Response:
             (int(d.get("newsletter") == "1"), theme, user["id"]),
         )
         user = current_user(con, request)
+        assert user is not None  # the same session, read again after the update
         return page("Settings", settings_form(user), user, status="Settings saved.")
 
 
@@ -458,7 +459,8 @@ async def checkout_review(request: Request) -> Response:
     items = "".join(f"<li>{r['qty']} x {e(r['name'])}</li>" for r in rows)
     body = (
         f"<p>Step 3 of 3: review</p><ul>{items}</ul><p>Ship to {e(state['full_name'])}, {e(state['address'])}, "
-        f"{e(state['city'])} {e(state['postal_code'])} by {e(ship_label)}.</p><p>Card ending {e(state['card_last4'])}.</p>"
+        f"{e(state['city'])} {e(state['postal_code'])} by {e(ship_label)}.</p>"
+        f"<p>Card ending {e(state['card_last4'])}.</p>"
         f'<p>Total: {money(total)}</p><form method="post" action="/checkout/place"><button>Place order</button></form>'
     )
     return page("Checkout", body, user)

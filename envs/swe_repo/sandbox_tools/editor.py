@@ -26,13 +26,13 @@ def read_text(path):
         with open(path, "rb") as f:
             raw = f.read()
     except FileNotFoundError:
-        raise ValueError(f"{path}: no such file")
+        raise ValueError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise ValueError(f"{path}: is a folder")
+        raise ValueError(f"{path}: is a folder") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise ValueError(f"{path}: not a UTF-8 text file; use bash to inspect it")
+        raise ValueError(f"{path}: not a UTF-8 text file; use bash to inspect it") from None
 
 
 def listing(path):
