@@ -66,7 +66,9 @@ class SandboxSpec(BaseModel):
     cpu_seconds: int = Field(60, gt=0, description="RLIMIT_CPU of each command.")
     cpus: float = Field(1.0, gt=0, description="CPU share (backends with cgroups).")
     memory_mb: int = Field(1024, gt=0, description="Address space (local) or memory limit (containers).")
-    pids: int = Field(256, gt=0, description="Processes the sandbox may hold.")
+    pids: int = Field(
+        256, gt=0, description="Processes (tasks) the sandbox may hold; at most 64 under gVisor (runtimes/docker.py)."
+    )
     disk_mb: int = Field(256, gt=0, description="Size of the writable workspace and /tmp.")
     file_size_mb: int = Field(64, gt=0, description="Largest file a command may write.")
     open_files: int = Field(256, gt=0)

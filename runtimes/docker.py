@@ -40,6 +40,25 @@ ISOLATION = {"runc": "runc", "runsc": "runsc", "kata": "kata"}
 OCI_NAMES = {"runc": ("runc",), "runsc": ("runsc",), "kata": ("kata", "kata-runtime", "kata-qemu")}
 RUN_ID = uuid.uuid4().hex[:12]
 
+# gVisor's ptrace platform (this release's default; KVM needs hardware
+# virtualisation these hosts lack) runs each address space of the sandbox in
+# a host stub process, and gives that stub one traced thread per sentry
+# thread that ever ran it (two pools: emulation and injected syscalls);
+# stubs are pooled, never freed. A sandbox of n tasks thus costs up to
+# n address spaces x 2 x (sentry threads, about 2n + 16 measured) host
+# tasks, and a fork bomb gets there: with n = 128 one grew past 13,000 host
+# tasks in 45 s. When the pids cgroup refuses one, the sentry panics ("error
+# initializing first thread: resource temporarily unavailable") and the
+# whole sandbox is gone, agent included. So runsc sandboxes hold at most
+# RUNSC_MAX_PIDS tasks (gVisor enforces the agent's RLIMIT_NPROC), and the
+# cgroup allows that worst case.
+RUNSC_MAX_PIDS = 64
+
+
+def runsc_host_tasks(n: int) -> int:
+    """Host tasks a runsc sandbox of n tasks may need at worst (see above)."""
+    return n * 2 * (2 * n + 64) + 1024
+
 
 def owner_label() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -89,13 +108,13 @@ class DockerRuntime(Runtime):
         for sb in list(self._open):
             sb.close()
 
+    def _sandbox_pids(self, spec: SandboxSpec) -> int:
+        """The tasks the sandbox may hold (the agent's RLIMIT_NPROC)."""
+        return spec.pids if self.isolation != "runsc" else min(spec.pids, RUNSC_MAX_PIDS)
+
     def _host_pids(self, spec: SandboxSpec) -> int:
-        """The container's pids cgroup limit. Under gVisor it counts the
-        sentry's host threads, which grow with the sandbox's tasks: a limit
-        of `spec.pids` kills the whole sandbox before the sandbox's own
-        RLIMIT_NPROC (the agent sets it to `spec.pids`; gVisor enforces it)
-        refuses a fork. So runsc gets headroom, and the rlimit is the bound."""
-        return spec.pids if self.isolation != "runsc" else spec.pids * 8 + 512
+        """The container's pids cgroup limit: the host tasks the sandbox costs."""
+        return spec.pids if self.isolation != "runsc" else runsc_host_tasks(self._sandbox_pids(spec))
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
@@ -121,6 +140,8 @@ class DockerRuntime(Runtime):
             EXPIRES_LABEL: str(int(time.time() + spec.wall_timeout_s + 60)),
             **{f"sandgym.label.{k}": v for k, v in spec.labels.items()},
         }
+        config = agent_config(spec)
+        config["limits"]["pids"] = self._sandbox_pids(spec)
         start = time.perf_counter()
         try:
             api = self.client.api
@@ -144,7 +165,7 @@ class DockerRuntime(Runtime):
             created = api.create_container(
                 image,
                 name=sid,
-                command=["python3", "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(agent_config(spec))],
+                command=["python3", "-I", "-S", f"{AGENT_DIR}/agent.py", json.dumps(config)],
                 stdin_open=True,
                 detach=False,
                 tty=False,

@@ -181,12 +181,13 @@ class LocalRuntime(Runtime):
     isolation = "namespaces"
 
     def __init__(self, sandbox_uid: int | None = None, sandbox_gid: int | None = None, zygote: bool = True):
-        self.bwrap = shutil.which("bwrap")
-        if not self.bwrap:
+        bwrap = shutil.which("bwrap")
+        if not bwrap:
             raise RuntimeUnavailable(
                 "runtime 'local' needs bubblewrap, which is not installed: "
                 "run `apt-get install bubblewrap` (Debian/Ubuntu), or choose another --runtime"
             )
+        self.bwrap = bwrap
         if not os.path.exists(SANDBOX_PYTHON):
             raise RuntimeUnavailable(
                 f"runtime 'local' runs the in-sandbox agent with {SANDBOX_PYTHON}, which is missing: "

@@ -3,11 +3,14 @@
 `acquire()` hands out an idle sandbox (a hit) or creates one on the spot (a
 miss); a background thread keeps `size` idle ones ready, creating at most
 `max_creating` at a time. `release(sb, reuse=True)` resets the sandbox
-(every process but the agent killed, workspace, /tmp and /dev/shm emptied)
-and puts it back only if a check afterwards finds it clean (those empty,
-and /dev holding exactly what a fresh sandbox's does); anything else is
-destroyed and replaced. The environment is per command: nothing of one
-exec's variables reaches the next. Works with every backend.
+(every process but the agent killed, workspace, /tmp and /dev/shm emptied,
+every SysV shared memory segment, message queue and semaphore set removed)
+and puts it back only if a check afterwards finds it clean (those empty, no
+IPC object left, and /dev holding exactly what a fresh sandbox's does);
+anything else is destroyed and replaced. POSIX message queues cannot
+outlive a lease: the agent refuses mq_open in every sandbox. The
+environment is per command: nothing of one exec's variables reaches the
+next. Works with every backend.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from collections import deque
 
 from .base import Runtime, Sandbox, SandboxError, SandboxSpec
 
-# Leaves only the agent (and its ancestors) alive and the writable places
-# empty; prints what is left so the host can verify.
+# Leaves only the agent (and its ancestors) alive, the writable places empty
+# and the IPC namespace bare; prints what is left so the host can verify:
+# "<entries left> <IPC objects left> <the /dev listing>".
 RESET_SCRIPT = r"""
-import os, shutil, signal, sys, time
+import ctypes, os, shutil, signal, sys, time
 keep = {os.getpid()}
 pid = os.getppid()
 while pid > 0 and pid not in keep:
@@ -54,7 +58,63 @@ for root in sys.argv[1:]:
             except OSError:
                 pass
 left = [n for root in sys.argv[1:] for n in os.listdir(root)]
-print(len(left), *sorted(os.listdir("/dev")))
+
+# SysV IPC outlives every process in the sandbox's IPC namespace. Ids come
+# from /proc/sysvipc; gVisor has none, but hands ids out upwards, so a new
+# object's id bounds every live one: those below it are tried one by one
+# (IPC_STAT; gVisor's *_INFO counts include removed segments).
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(512)
+IPC_PRIVATE, IPC_RMID, IPC_STAT, IPC_CREAT, MAX_PROBE = 0, 0, 2, 0o1000, 1 << 16
+KINDS = {  # kind: (new(), stat(id), rmid(id))
+    "shm": (
+        lambda: libc.shmget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
+        lambda i: libc.shmctl(i, IPC_STAT, buf),
+        lambda i: libc.shmctl(i, IPC_RMID, None),
+    ),
+    "msg": (
+        lambda: libc.msgget(IPC_PRIVATE, IPC_CREAT | 0o600),
+        lambda i: libc.msgctl(i, IPC_STAT, buf),
+        lambda i: libc.msgctl(i, IPC_RMID, None),
+    ),
+    "sem": (
+        lambda: libc.semget(IPC_PRIVATE, 1, IPC_CREAT | 0o600),
+        lambda i: libc.semctl(i, 0, IPC_STAT, buf),
+        lambda i: libc.semctl(i, 0, IPC_RMID),
+    ),
+}
+
+def live_ids(kind):  # the ids of the live objects of a kind; None: cannot be listed
+    new, stat, rmid = KINDS[kind]
+    try:
+        return [int(line.split()[1]) for line in open(f"/proc/sysvipc/{kind}").read().splitlines()[1:]]
+    except OSError:
+        pass
+    bound = new()
+    if bound < 0:
+        return None
+    rmid(bound)
+    if bound > MAX_PROBE:
+        return None
+    return [i for i in range(bound) if stat(i) == 0]
+
+ipc_left = 0
+for kind in KINDS:
+    for i in live_ids(kind) or ():
+        KINDS[kind][2](i)
+    after = live_ids(kind)
+    ipc_left += 1 if after is None else len(after)  # not listable: not verifiably clean
+
+# POSIX message queues are refused in every sandbox (the agent's seccomp
+# filter); where the mqueue filesystem is mounted, check that it is empty.
+if os.path.isdir("/dev/mqueue"):
+    for name in os.listdir("/dev/mqueue"):
+        try:
+            os.unlink(os.path.join("/dev/mqueue", name))
+        except OSError:
+            pass
+    ipc_left += len(os.listdir("/dev/mqueue"))
+print(len(left), ipc_left, *sorted(os.listdir("/dev")))
 """
 # What a fresh sandbox's /dev holds (the sandbox may write there: /dev is
 # a tmpfs of its own, /dev/shm too).
@@ -153,8 +213,8 @@ class SandboxPool:
         return sb
 
     def reset(self, sb: Sandbox) -> bool:
-        """Kill every process but the agent, empty the workspace and /tmp,
-        and check that it worked."""
+        """Kill every process but the agent, empty the workspace, /tmp and
+        /dev/shm, remove every SysV IPC object, and check that it worked."""
         try:
             if self._fresh_dev is None:
                 with self.runtime.create(self.spec) as fresh:
@@ -162,8 +222,8 @@ class SandboxPool:
             r = sb.exec(["python3", "-I", "-S", "-c", RESET_SCRIPT, self.spec.workdir, "/tmp", "/dev/shm"], timeout=30)
         except SandboxError:
             return False
-        left, *dev = r.stdout.split() or [b"?"]
-        return r.exit_code == 0 and left == b"0" and dev == self._fresh_dev
+        left, ipc_left, *dev = r.stdout.split() or [b"?", b"?"]
+        return r.exit_code == 0 and left == b"0" and ipc_left == b"0" and dev == self._fresh_dev
 
     def release(self, sb: Sandbox, reuse: bool = False) -> None:
         """Return a sandbox. With reuse, a verified reset puts it back in the

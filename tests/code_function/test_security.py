@@ -137,6 +137,13 @@ def test_always_equal_objects(runtime, host_guard, task, code):
 
 SEARCH = """
 import gc, os, sys
+def _grab(data, found, prefix=b"tok-"):
+    # every occurrence: the first in a region may be this very source
+    i = data.find(prefix)
+    while i >= 0:
+        found.append(data[i:i + 28].decode(errors="ignore"))
+        i = data.find(prefix, i + 1)
+
 def _search(token_prefix="tok-"):
     found = []
     # 1. every readable file on the filesystem
@@ -149,10 +156,8 @@ def _search(token_prefix="tok-"):
                 data = open(os.path.join(root, f), "rb").read(1 << 20)
             except Exception:
                 continue
-            i = data.find(token_prefix.encode())
-            if i >= 0:
-                found.append(data[i:i + 28].decode(errors="ignore"))
-    # 2. every process we can see: environment, command line, memory
+            _grab(data, found)
+    # 2. every process we can see: environment, command line, memory, descriptors
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
@@ -161,23 +166,33 @@ def _search(token_prefix="tok-"):
                 data = open(f"/proc/{pid}/{part}", "rb").read()
             except Exception:
                 continue
-            i = data.find(token_prefix.encode())
-            if i >= 0:
-                found.append(data[i:i + 28].decode(errors="ignore"))
+            _grab(data, found)
         try:
             maps = open(f"/proc/{pid}/maps").read().splitlines()
-            mem = open(f"/proc/{pid}/mem", "rb")
+            mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
             for line in maps:
                 lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
                 try:
                     mem.seek(lo); data = mem.read(min(hi - lo, 1 << 24))
                 except Exception:
                     continue
-                i = data.find(token_prefix.encode())
-                if i >= 0:
-                    found.append(data[i:i + 28].decode(errors="ignore"))
+                _grab(data, found)
         except Exception:
             pass
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except Exception:
+            fds = []
+        for fd in fds:
+            try:
+                other = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+            except Exception:
+                continue
+            try:
+                _grab(os.read(other, 1 << 16), found)
+            except Exception:
+                pass
+            os.close(other)
     # 3. our own memory and inherited descriptors
     for o in gc.get_objects():
         if isinstance(o, str) and o.startswith(token_prefix):
@@ -185,10 +200,7 @@ def _search(token_prefix="tok-"):
     for fd in range(3, 256):
         try:
             os.set_blocking(fd, False)
-            data = os.read(fd, 1 << 16)
-            i = data.find(token_prefix.encode())
-            if i >= 0:
-                found.append(data[i:i + 28].decode(errors="ignore"))
+            _grab(os.read(fd, 1 << 16), found)
         except Exception:
             pass
     # 4. the caller's stack frames
@@ -330,7 +342,10 @@ def test_signalling_the_verifier_fails(runtime, host_guard, code):
 
 def test_fork_bomb(runtime, host_guard):
     task, _ = secret_task(timeout_s=3)
-    code = "import os\ndef solve(x):\n    while True:\n        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    code = (
+        "import os\ndef solve(x):\n    while True:\n"
+        "        try:\n            os.fork()\n        except OSError:\n            pass\n"
+    )
     v = judge(runtime, task, code)
     assert v.outcome in ("timeout", "failed")
 
@@ -478,3 +493,68 @@ def test_forging_protocol_messages_cannot_force_an_infrastructure_error(runtime,
     task = ADD.model_copy(update={"visible": ADD.visible.model_copy(update={"timeout_s": 10})})
     v = judge(runtime, task, code)
     assert v.outcome in ("failed", "timeout")
+
+
+BACKENDS = [
+    "local",
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("docker:runsc", marks=pytest.mark.docker),
+]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def any_runtime(request):
+    from sandgym.runtimes import get_runtime
+
+    rt = get_runtime(request.param)
+    yield rt
+    rt.close()
+
+
+# Every process the candidate can see: whose memory it can open, whose
+# descriptors it can open, and any hidden-test token in what it could read.
+READ_OTHER_PROCESSES = r"""
+import os, re
+def solve(x):
+    me = os.readlink('/proc/self')  # its PID as this /proc numbers it (gVisor: the sandbox's)
+    mem, fds, found = set(), set(), set()
+    for name in os.listdir('/proc'):
+        if not name.isdigit() or name == me:
+            continue
+        try:
+            with open(f'/proc/{name}/mem', 'rb', buffering=0) as m:
+                mem.add(int(name))
+                for line in open(f'/proc/{name}/maps'):
+                    lo, hi = (int(v, 16) for v in line.split()[0].split('-'))
+                    try:
+                        m.seek(lo)
+                        found.update(re.findall(rb'tok-[0-9a-f]{24}', m.read(min(hi - lo, 1 << 26))))
+                    except (OSError, OverflowError, ValueError):
+                        pass
+        except OSError:
+            pass
+        try:
+            for fd in os.listdir(f'/proc/{name}/fd'):
+                try:
+                    os.close(os.open(f'/proc/{name}/fd/{fd}', os.O_RDONLY | os.O_NONBLOCK))
+                    fds.add(int(name))
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    return ';'.join(f'{k}={sorted(v)}'.replace(' ', '') for k, v in [('mem', mem), ('fds', fds), ('found', found)])
+"""
+
+
+def test_the_judge_and_agent_are_out_of_the_candidates_reach(any_runtime):
+    """The judge holds the hidden tests and the nonce, the agent the pipes to
+    the judge: neither's memory (nor, but under old gVisor, descriptors)
+    opens to the candidate, whichever isolation the backend gives it."""
+    task, token = secret_task(timeout_s=30)
+    v = verify(task, READ_OTHER_PROCESSES, any_runtime)
+    assert v.outcome == "failed", v.detail
+    seen = returned(v).strip("'")
+    mem, fds, found = (part.split("=", 1)[1] for part in seen.split(";"))
+    assert (mem, found) == ("[]", "[]"), seen
+    if any_runtime.isolation != "runsc":  # see test_the_agents_descriptors_are_out_of_reach (gVisor)
+        assert fds == "[]", seen

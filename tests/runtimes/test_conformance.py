@@ -7,7 +7,9 @@ code family's verdicts must agree with the local backend's.
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -24,7 +26,11 @@ from sandgym.verifiers.code_function.host import verify
 from tests.code_function.test_security import ADD, SEARCH, secret_task
 from tests.helpers import make_task
 
-BACKENDS = ["local", "docker", "docker:runsc"]
+BACKENDS = [
+    "local",
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("docker:runsc", marks=pytest.mark.docker),
+]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
@@ -196,6 +202,18 @@ def test_attacks_fail_on_every_backend(rt, attack):
     assert not os.path.exists("/pwned")
 
 
+def test_a_fork_bomb_leaves_the_sandbox_usable(rt):
+    """The timeout kills the bomb, never the agent, and the sandbox serves on
+    (under gVisor the host threads a bomb costs must fit the pids cgroup, or
+    the whole sandbox dies: runtimes/docker.py)."""
+    with rt.create() as sb:
+        bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n"
+        assert sb.exec(["python3", "-c", bomb], timeout=5).timed_out
+        assert sb.exec(["echo", "alive"]).stdout == b"alive\n"
+        # Left: the agent, and the shell that lists them.
+        assert sorted(sb.exec(["sh", "-c", "cat /proc/[0-9]*/comm"]).stdout.split()) == [b"python3", b"sh"]
+
+
 def test_reading_hidden_tests_fails_on_every_backend(rt):
     task, token = secret_task(timeout_s=30)
     v = verify(task, SEARCH, rt)
@@ -224,6 +242,7 @@ def test_signalling_the_verifier(rt):
     assert v.reward() == 0.0
 
 
+@pytest.mark.docker
 def test_bad_input_messages():
     with pytest.raises(ValueError, match="choices: local, docker, docker:runsc"):
         get_runtime("docker:nope")
@@ -239,6 +258,7 @@ def test_missing_daemon(monkeypatch):
         DockerRuntime()
 
 
+@pytest.mark.docker
 def test_sigkill_then_gc_leaves_no_container(tmp_path):
     script = textwrap.dedent("""
         import time
@@ -278,6 +298,7 @@ def test_the_agent_survives_signals_from_inside(rt):
         assert sb.exec(["echo", "alive"]).stdout == b"alive\n"
 
 
+@pytest.mark.docker
 def test_sandboxes_left_open_are_removed_at_exit():
     script = textwrap.dedent("""
         from sandgym.runtimes import get_runtime
@@ -339,3 +360,168 @@ def test_sandboxes_cannot_leave_files_for_each_other(rt):
     finally:
         a.close()
         b.close()
+
+
+# The victim: a run_python job (a fork of the agent, as a verifier's runner
+# is) that takes a secret on stdin, keeps it and runs the attacker: another
+# process of the same uid, which reads every process it can. Its positive
+# control: a dumpable decoy of its own holding a token of the same shape.
+VICTIM = r"""
+import subprocess, sys
+secret = sys.stdin.read()
+attack = subprocess.run(
+    ["python3", "-c", sys.argv[1], str(__import__("os").getppid())],
+    capture_output=True, text=True, close_fds=True, timeout=60,
+)
+print(attack.stdout.strip()[:-1] + ', "holds_secret": %s}' % ("true" if secret.startswith("sgsecret-") else "false"))
+"""
+
+ATTACKER = r"""
+import json, os, re, secrets, subprocess, sys
+agent = int(sys.argv[1])
+decoy_token = "sgsecret-" + secrets.token_hex(16)
+decoy = subprocess.Popen(
+    ["python3", "-c", "import sys, time; t = sys.stdin.readline(); print('ready', flush=True); time.sleep(60)"],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+)
+decoy.stdin.write(decoy_token + "\n")
+decoy.stdin.flush()
+assert decoy.stdout.readline() == "ready\n"
+shape = re.compile(rb"sgsecret-[0-9a-f]{32}")
+found, report = set(), {"agent_mem": "read", "agent_fds": [], "decoy_token": decoy_token}
+
+def look(data):
+    found.update(m.decode() for m in shape.findall(data))
+
+for name in os.listdir("/proc"):
+    if not name.isdigit() or int(name) == os.getpid():
+        continue
+    pid = int(name)
+    for part in ("environ", "cmdline"):
+        try:
+            look(open(f"/proc/{pid}/{part}", "rb").read())
+        except OSError:
+            pass
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            for line in open(f"/proc/{pid}/maps").read().splitlines():
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                try:
+                    mem.seek(lo)
+                    look(mem.read(min(hi - lo, 1 << 26)))
+                except (OSError, OverflowError, ValueError):
+                    pass
+    except OSError as e:
+        if pid == agent:
+            report["agent_mem"] = type(e).__name__
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        fds = []
+    for fd in fds:
+        try:
+            f = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
+        except OSError:
+            continue
+        if pid == agent:
+            report["agent_fds"].append(int(fd))
+        try:
+            look(os.read(f, 1 << 16))
+        except OSError:
+            pass
+        os.close(f)
+decoy.kill()
+report["found"] = sorted(found)
+print(json.dumps(report))
+"""
+
+GVISOR_PROC_FD = (
+    "gVisor before its 2025-12 fix (561ff6d, 'proc: fix security checks on /proc/pid files') lets any task "
+    "list and open /proc/PID/fd of any other; its /proc/PID/mem is guarded"
+)
+
+
+def run_victim(sb, secret: str) -> dict:
+    staged = sb.put_files({"victim.py": VICTIM}, dest="/tmp")
+    assert staged is None
+    r = sb.run_python("/tmp/victim.py", args=[ATTACKER], stdin=secret.encode(), timeout=120)
+    assert r.exit_code == 0, r.stderr.decode()[-2000:]
+    return json.loads(r.stdout)
+
+
+def test_a_secret_on_a_jobs_stdin_is_out_of_reach(rt):
+    """Another process of the sandbox's uid reads every process it can
+    (memory, environment, command line, descriptors): it finds the dumpable
+    decoy's token, never the secret the job got on stdin, and cannot read
+    the agent's memory."""
+    secret = "sgsecret-" + secrets.token_hex(16)
+    with rt.create() as sb:
+        report = run_victim(sb, secret)
+        assert report["holds_secret"]  # the victim still has it in memory
+        assert report["decoy_token"] in report["found"]  # the attacker reads what is readable
+        assert secret not in report["found"]
+        assert report["agent_mem"] == "PermissionError"
+        # After the job: a fresh attacker finds no trace of it anywhere either.
+        later = sb.exec(["python3", "-c", ATTACKER, "1"], timeout=120)
+        assert secret not in json.loads(later.stdout)["found"]
+
+
+def test_the_agents_descriptors_are_out_of_reach(rt, request):
+    """/proc/<agent>/fd/N would hand out the pipes to and from every command
+    and the host's channel itself: a non-dumpable agent's are closed to the
+    processes it runs."""
+    if rt.isolation == "runsc":
+        request.node.add_marker(pytest.mark.xfail(strict=True, reason=GVISOR_PROC_FD))
+    with rt.create() as sb:
+        report = run_victim(sb, "sgsecret-" + secrets.token_hex(16))
+        assert report["agent_fds"] == []
+
+
+def _agent_host_pid(rt, sb) -> int:
+    """The host PID of a sandbox's agent (local: PID 1 of the sandbox's PID
+    namespace; docker: the container's init)."""
+    if rt.name == "docker":
+        return rt.client.containers.get(sb.info.id).attrs["State"]["Pid"]
+    ns = sb.exec(["readlink", "/proc/self/ns/pid"]).text().strip()
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and os.readlink(f"/proc/{p}/ns/pid") == ns:
+                with open(f"/proc/{p}/status") as f:
+                    nspid = next(line for line in f if line.startswith("NSpid:")).split()
+                if nspid[-1] == "1":
+                    return int(p)
+        except OSError:
+            pass
+    raise AssertionError(f"no agent found for {ns}")
+
+
+def _host_reads_memory(pid: int, needles: list[bytes]) -> set[bytes]:
+    found = set()
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            try:
+                mem.seek(lo)
+                data = mem.read(hi - lo)
+            except (OSError, OverflowError, ValueError):
+                continue
+            found.update(n for n in needles if n in data)
+    return found
+
+
+def test_the_agent_wipes_a_jobs_stdin(rt):
+    """Defence in depth behind non-dumpable: once a job's stdin is written to
+    its command, the agent keeps no copy. Read from the host, as root, where
+    the agent's memory is a host process's (not gVisor's sentry)."""
+    if rt.isolation == "runsc":
+        pytest.skip("under gVisor the agent's memory is the sentry's, not a host process's")
+    if os.geteuid() != 0:
+        pytest.skip("reading another user's process memory needs root")
+    canary = "sgcanary-" + secrets.token_hex(16)  # in the agent's configuration: must be found
+    secret = "sgsecret-" + secrets.token_hex(16)
+    with rt.create(SandboxSpec(env={"SANDGYM_TEST_CANARY": canary})) as sb:
+        assert sb.exec(["sh", "-c", "cat > /dev/null"], stdin=secret.encode() * 1000).exit_code == 0
+        sb.put_files({"read.py": "import sys\nsys.stdin.read()\n"}, dest="/tmp")
+        assert sb.run_python("/tmp/read.py", stdin=secret.encode()).exit_code == 0
+        found = _host_reads_memory(_agent_host_pid(rt, sb), [canary.encode(), secret.encode()])
+        assert found == {canary.encode()}

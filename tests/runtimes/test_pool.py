@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import time
 
 import pytest
@@ -9,8 +10,14 @@ import pytest
 from sandgym.runtimes import get_runtime
 from sandgym.runtimes.pool import SandboxPool
 
+BACKENDS = [
+    "local",
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("docker:runsc", marks=pytest.mark.docker),
+]
 
-@pytest.fixture(scope="module", params=["local", "docker", "docker:runsc"])
+
+@pytest.fixture(scope="module", params=BACKENDS)
 def rt(request):
     runtime = get_runtime(request.param)
     yield runtime
@@ -91,3 +98,67 @@ def test_misses_when_empty_and_metrics(rt):
         kept = pool.acquire()
     assert pool.metrics()["leaked"] == 1  # still out when the pool closed
     kept.close()
+
+
+# Made in one lease, looked for in the next: a SysV shared memory segment
+# (with data in it), a message queue (with a message waiting) and a
+# semaphore set (with a value set), under keys both leases know; and a
+# POSIX message queue, which must not even be creatable.
+IPC = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+KEYS = {"shm": 0x5A5A0001, "msg": 0x5A5A0002, "sem": 0x5A5A0003}
+IPC_CREAT = 0o1000
+try:
+    mq_open = libc.mq_open
+except AttributeError:
+    mq_open = ctypes.CDLL("librt.so.1", use_errno=True).mq_open
+mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+if sys.argv[1] == "make":
+    shm = libc.shmget(KEYS["shm"], 4096, IPC_CREAT | 0o600)
+    addr = libc.shmat(shm, None, 0)
+    ctypes.memmove(addr, b"left-in-shm", 11)
+    libc.shmdt(ctypes.c_void_p(addr))
+    msg = libc.msgget(KEYS["msg"], IPC_CREAT | 0o600)
+    text = b"left-in-msgq"
+    packet = ctypes.create_string_buffer(ctypes.sizeof(ctypes.c_long) + len(text))
+    ctypes.c_long.from_buffer(packet).value = 1
+    packet[ctypes.sizeof(ctypes.c_long):] = text
+    sent = libc.msgsnd(msg, packet, len(text), 0)
+    sem = libc.semget(KEYS["sem"], 2, IPC_CREAT | 0o600)
+    semval = libc.semctl(sem, 0, 16, 7)  # SETVAL
+    mq = mq_open(b"/left-in-mq", os.O_CREAT | os.O_RDWR, 0o600, None)
+    print(min(shm, msg, sem, sent, semval) >= 0, mq, os.strerror(ctypes.get_errno()))
+else:
+    found = [k for k, get in [
+        ("shm", lambda: libc.shmget(KEYS["shm"], 0, 0)),
+        ("msg", lambda: libc.msgget(KEYS["msg"], 0)),
+        ("sem", lambda: libc.semget(KEYS["sem"], 0, 0)),
+        ("mq", lambda: mq_open(b"/left-in-mq", os.O_RDONLY, 0, None)),
+    ] if get() >= 0]
+    for kind in ("shm", "msg", "sem"):
+        try:
+            found += [kind] * (len(open(f"/proc/sysvipc/{kind}").read().splitlines()) - 1)
+        except OSError:
+            pass  # gVisor has no /proc/sysvipc
+    print(found)
+"""
+
+
+def test_ipc_objects_do_not_survive_a_reset(rt):
+    """SysV shared memory, message queues and semaphores live in the
+    sandbox's IPC namespace, not in any process: a reused sandbox must not
+    hand them to the next lease. POSIX message queues cannot be made at all."""
+    with SandboxPool(rt, size=1) as pool:
+        sb = pool.acquire()
+        made = sb.exec(["python3", "-c", IPC, "make"])
+        assert made.stdout == b"True -1 Function not implemented\n", made
+        # (the look itself works: it sees what this lease made)
+        assert set(ast.literal_eval(sb.exec(["python3", "-c", IPC, "look"]).text())) == {"shm", "msg", "sem"}
+        pool.release(sb, reuse=True)
+        assert pool.metrics()["reused"] == 1
+        again = pool.acquire()
+        assert again is sb
+        assert again.exec(["python3", "-c", IPC, "look"]).stdout == b"[]\n"
+        pool.release(again)

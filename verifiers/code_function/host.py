@@ -190,7 +190,7 @@ def run_examples(sandbox, task: CodeTaskPair, code: str, isolation: Candidates =
     elif not task.visible.examples:
         lines.append(f"the code loaded and defines {task.visible.entry_point}; this task has no visible examples")
     else:
-        for ex, t in zip(task.visible.examples, record.get("tests", [])):
+        for ex, t in zip(task.visible.examples, record.get("tests", []), strict=False):
             call = (
                 f"{task.visible.entry_point}("
                 + ", ".join([repr(a) for a in ex.args] + [f"{k}={v!r}" for k, v in ex.kwargs.items()])

@@ -112,7 +112,8 @@ def same(expected, actual, tolerance=None):
             return e == a
         return expected == actual
     if te in (list, tuple) and ta in (list, tuple):
-        return len(expected) == len(actual) and all(same(e, a, tolerance) for e, a in zip(expected, actual))
+        pairs = zip(expected, actual, strict=False)  # lengths compared first
+        return len(expected) == len(actual) and all(same(e, a, tolerance) for e, a in pairs)
     if te is dict and ta is dict:
         return expected.keys() == actual.keys() and all(same(v, actual[k], tolerance) for k, v in expected.items())
     if te is complex or ta is complex:
