@@ -13,6 +13,7 @@ harness records them on the episode as `env_error`, never as the model's 0.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -108,6 +109,13 @@ class ChatPolicy:
             "seed": seed,
             "tools": use_tools,
         }
+
+    def reseeded(self, seed: int | None) -> ChatPolicy:
+        """The same policy asking the endpoint for another seed (one per epoch,
+        so that samples of one task differ); `config` stays the run's."""
+        other = copy.copy(self)
+        other.seed = seed
+        return other
 
     def begin(self, task: TaskPair, env: SandgymEnv) -> ChatAgent:
         # The env's tools, when it has any and tools are on; otherwise replies

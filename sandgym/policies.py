@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sandgym.envs.base import Action, SandgymEnv
+from sandgym.envs.base import Action, NoReference, SandgymEnv
 
 from .specs import TaskPair
 
@@ -52,8 +52,11 @@ class OraclePolicy:
     name: str = "oracle"
     config: dict[str, Any] = field(default_factory=dict)
 
-    def begin(self, task: TaskPair, env: SandgymEnv) -> Agent:
-        return ScriptedAgent(list(env.oracle_actions()))
+    def begin(self, task: TaskPair, env: SandgymEnv) -> Agent | None:
+        try:
+            return ScriptedAgent(list(env.oracle_actions()))
+        except NoReference:  # e.g. MiniWoB pages: the episode is not_executed, not an env_error
+            return None
 
 
 @dataclass

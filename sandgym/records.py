@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .outcomes import OUTCOME_NAMES
+from .passk import pass_at_k
 
 RECORD_VERSION = 1
 
@@ -42,6 +43,7 @@ class EpisodeRecord(BaseModel):
     runtime: dict[str, str]  # backend, isolation
     policy: dict[str, Any]  # name and config
     seed: int | None
+    epoch: int = 0  # which sample of the task this is (--epochs, --samples): 0, 1, ...
     steps: list[StepRecord] = Field(default_factory=list)
     artifact: str | None = None  # what was verified: code, a diff, or the app's final state
     verifier_version: str | None = None
@@ -72,6 +74,40 @@ class Summary(BaseModel):
     n_scored: int  # episodes with a valid reward
     wall_s: float
     sandgym_version: str
+    n_tasks: int = 0  # distinct tasks among the episodes
+    samples_per_task: int = 1  # the most episodes of any one task (--epochs, --samples)
+    # pass@k (k in 1, 10, 100 where every task has k samples), unbiased estimator; see sandgym.passk
+    pass_at_k: dict[str, float] = Field(default_factory=dict)
+
+
+def summarize(records: list[EpisodeRecord], wall_s: float, sandgym_version: str, **fields: Any) -> Summary:
+    """The summary of `records`; `fields` are the run's own (run_id, env_id, task_set, ...)."""
+    rewards = [r.reward for r in records if r.reward is not None]
+    per_task: dict[str, int] = {}
+    for r in records:
+        per_task[r.task_id] = per_task.get(r.task_id, 0) + 1
+    return Summary(
+        n_episodes=len(records),
+        outcomes=count_outcomes([r.outcome for r in records]),
+        reward_mean=sum(rewards) / len(rewards) if rewards else None,
+        n_scored=len(rewards),
+        wall_s=wall_s,
+        sandgym_version=sandgym_version,
+        n_tasks=len(per_task),
+        samples_per_task=max(per_task.values(), default=1),
+        pass_at_k=pass_at_k((r.task_id, r.outcome) for r in records),
+        **fields,
+    )
+
+
+def policy_label(policy: dict[str, Any]) -> str:
+    """What to call a run's policy in tables: the model when there is one
+    (chat models, predictions), the replay file's name, else the policy's name."""
+    if policy.get("model"):
+        return str(policy["model"])
+    if policy.get("name") == "replay" and policy.get("file"):
+        return "replay:" + str(policy["file"]).replace("\\", "/").rsplit("/", 1)[-1]
+    return str(policy.get("name", "?"))
 
 
 def count_outcomes(outcomes: list[str]) -> dict[str, int]:

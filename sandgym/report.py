@@ -21,10 +21,11 @@ from pathlib import Path
 
 from . import __version__
 from .outcomes import Outcome
-from .records import EpisodeRecord, count_outcomes
+from .records import EpisodeRecord, count_outcomes, policy_label
 from .runs import SUMMARY, Run, load_run
 
 REPORT = "report.html"
+SWEBENCH_REPORT = "report.json"  # written by `sandgym eval --predictions` (sandgym.predictions)
 PHASES = ("queue_s", "create_s", "exec_s", "verify_s", "total_s")
 PHASE_LABELS = {
     "queue_s": "queue (waiting for a worker)",
@@ -262,6 +263,10 @@ def _badge(outcome: str) -> str:
     return f'<span class="badge" style="background:{_color(outcome)}">{esc(outcome)}</span>'
 
 
+def _status(r: EpisodeRecord) -> str:
+    return f' <span class="mono status">{esc(r.status)}</span>' if r.status else ""
+
+
 def _policy_text(policy: dict) -> str:
     name = policy.get("name", "?")
     rest = ", ".join(f"{k}={v}" for k, v in policy.items() if k != "name")
@@ -324,6 +329,70 @@ def _outcomes(recs: list[EpisodeRecord]) -> str:
     return f'<section id="outcomes"><h2>Outcomes</h2>{outcome_chart(counts, len(recs))}</section>'
 
 
+def status_counts(recs: list[EpisodeRecord]) -> dict[str, int]:
+    """Episodes per verifier status (the family's own names: SWE's FULL, PARTIAL,
+    NO, EMPTY, APPLY_FAILED, ...), most frequent first; episodes without one
+    are counted under their outcome in parentheses."""
+    counts: dict[str, int] = {}
+    for r in recs:
+        key = r.status or f"({r.outcome})"
+        counts[key] = counts.get(key, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def _statuses(recs: list[EpisodeRecord]) -> str:
+    """The verifier's statuses, when the family's verifier gives them."""
+    if not any(r.status for r in recs):
+        return ""
+    rows = "".join(
+        f'<tr data-status="{esc(k)}"><td class="mono">{esc(k)}</td><td class="num">{n}</td>'
+        f'<td class="num">{esc(fmt_pct(n, len(recs)))}</td></tr>'
+        for k, n in status_counts(recs).items()
+    )
+    return (
+        '<section id="statuses"><h2>Verifier statuses</h2><p class="sub">The family verifier\'s own verdicts '
+        "(for SWE tasks: FULL every test passed; PARTIAL some FAIL_TO_PASS passed; NO none did; EMPTY no patch; "
+        "APPLY_FAILED the patch does not apply). An empty patch is EMPTY, never a pass rate.</p>"
+        '<div><table><thead><tr><th>status</th><th class="num">episodes</th><th class="num">share</th></tr>'
+        f"</thead><tbody>{rows}</tbody></table></div></section>"
+    )
+
+
+def _pass_at_k(run: Run) -> str:
+    s = run.summary
+    if s.samples_per_task <= 1 or not s.pass_at_k:
+        return ""
+    items = "".join(
+        f'<dt>pass@{esc(k)}</dt><dd class="mono" data-field="pass@{esc(k)}">{v:.4f}</dd>'
+        for k, v in s.pass_at_k.items()
+    )
+    return (
+        f'<section id="pass-at-k"><h2>pass@k</h2><p class="sub">{s.n_tasks} tasks, up to {s.samples_per_task} '
+        "samples each; unbiased estimator 1 - C(n-c, k) / C(n, k) per task, averaged (env_error samples are "
+        f'left out of n, not_executed ones count as failures).</p><dl class="meta">{items}</dl></section>'
+    )
+
+
+def _swebench(run: Run) -> str:
+    """SWE-bench's run report, for runs of `sandgym eval --predictions`."""
+    import json
+
+    path = run.path / SWEBENCH_REPORT
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else None
+    except (OSError, ValueError):
+        data = None
+    if not isinstance(data, dict):
+        return ""
+    keys = [k for k in data if k.endswith("_instances")]
+    items = "".join(f'<dt>{esc(k)}</dt><dd class="mono" data-field="{esc(k)}">{esc(data[k])}</dd>' for k in keys)
+    return (
+        f'<section id="swebench"><h2>SWE-bench report</h2><p class="sub">From {esc(SWEBENCH_REPORT)}, as '
+        "SWE-bench's harness counts: a missing prediction is incomplete, an empty patch is not run, an "
+        f'infrastructure error is an error.</p><dl class="meta">{items}</dl></section>'
+    )
+
+
 def _latency(recs: list[EpisodeRecord]) -> str:
     ran = [r for r in recs if not (r.outcome == Outcome.NOT_EXECUTED.value and not r.steps)]
     left_out = len(recs) - len(ran)
@@ -360,7 +429,7 @@ def _reward_table(recs: list[EpisodeRecord]) -> str:
         pr = '<span class="na">—</span>' if r.pass_rate is None else f"{r.pass_rate:.3f}"
         rows.append(
             f'<tr data-episode="{esc(r.episode_id)}" data-reward="{esc(r.reward)}">'
-            f'<td class="task">{esc(r.task_id)}</td><td>{_badge(r.outcome)}</td>'
+            f'<td class="task">{esc(r.task_id)}</td><td>{_badge(r.outcome)}{_status(r)}</td>'
             f'<td class="num">{reward}</td><td>{reward_bar(r.reward)}</td><td class="num">{pr}</td>'
             f'<td class="num">{_tests_text(r)}</td><td class="num">{esc(fmt_seconds(r.timings.total_s))}</td></tr>'
         )
@@ -381,7 +450,8 @@ def _failures(recs: list[EpisodeRecord]) -> str:
     if not bad:
         return '<section id="failures"><h2>Failures and errors</h2><p>None: every episode passed.</p></section>'
     rows = "".join(
-        f'<tr data-episode="{esc(r.episode_id)}"><td class="task">{esc(r.task_id)}</td><td>{_badge(r.outcome)}</td>'
+        f'<tr data-episode="{esc(r.episode_id)}"><td class="task">{esc(r.task_id)}</td>'
+        f"<td>{_badge(r.outcome)}{_status(r)}</td>"
         f'<td class="num">{esc(fmt_reward(r.reward))}</td><td class="num">{len(r.attempts)}</td>'
         f'<td class="detail">{esc(failure_detail(r))}</td></tr>'
         for r in bad
@@ -404,7 +474,7 @@ def render_report(run: Run) -> str:
             "from their records.</div>"
         )
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    title = f"sandgym · {s.task_set} · {s.policy.get('name', '?')} · {s.run_id}"
+    title = f"sandgym · {s.task_set} · {policy_label(s.policy)} · {s.run_id}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         # Nothing may load or run: not a script, a font, an image or a style sheet.
@@ -414,7 +484,8 @@ def render_report(run: Run) -> str:
         f'<h1>sandgym run report</h1><p class="sub">{esc(s.env_id)} · {esc(s.task_set)} · '
         f"{esc(_policy_text(s.policy))} · generated {esc(generated)} by sandgym {esc(__version__)}</p>"
         f'{banner}<section id="run"><h2>Run</h2>{_meta(run)}</section>'
-        f"{_headline(recs)}{_outcomes(recs)}{_reward_table(recs)}{_latency(recs)}{_failures(recs)}"
+        f"{_headline(recs)}{_outcomes(recs)}{_statuses(recs)}{_pass_at_k(run)}{_swebench(run)}"
+        f"{_reward_table(recs)}{_latency(recs)}{_failures(recs)}"
         "</main></body></html>\n"
     )
 

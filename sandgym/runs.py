@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from sandgym.errors import SandgymError
 
-from .records import EpisodeRecord, Summary, count_outcomes
+from .records import EpisodeRecord, Summary, summarize
 
 TRAJECTORIES = "trajectories.jsonl"  # the names sandgym.harness writes
 SUMMARY = "summary.json"
@@ -111,8 +111,10 @@ def summary_from_records(records: list[EpisodeRecord], where: Path) -> Summary:
     if not records:
         raise RunError(f"{where}: no episode records and no {SUMMARY}: nothing to load")
     first = records[0]
-    rewards = [r.reward for r in records if r.reward is not None]
-    return Summary(
+    return summarize(
+        records,
+        _wall_s(records),
+        "unknown",
         run_id=first.run_id,
         env_id=first.env_id,
         task_set=first.task_set,
@@ -120,12 +122,6 @@ def summary_from_records(records: list[EpisodeRecord], where: Path) -> Summary:
         policy=first.policy,
         runtime=first.runtime.get("name") or first.runtime.get("backend", "unknown"),
         seed=first.seed,
-        n_episodes=len(records),
-        outcomes=count_outcomes([r.outcome for r in records]),
-        reward_mean=sum(rewards) / len(rewards) if rewards else None,
-        n_scored=len(rewards),
-        wall_s=_wall_s(records),
-        sandgym_version="unknown",
     )
 
 

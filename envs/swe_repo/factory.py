@@ -175,11 +175,18 @@ def discover_test_requirements(tree: Path, name: str) -> tuple[list[str], list[s
         if found:
             sources.append("PKG-INFO Requires-Dist (runtime and test extras)")
     pyproject = tree / "pyproject.toml"
+    data: dict = {}
     if pyproject.exists():
         try:
             data = tomllib.loads(pyproject.read_text())
         except tomllib.TOMLDecodeError:
             data = {}
+    if not pkg_info.exists():
+        # A checkout rather than an sdist: the same metadata, from its source files.
+        declared, where = _declared_requirements(tree, data)
+        found += declared
+        sources += where
+    if data:
         groups = data.get("dependency-groups", {})
         for g in TEST_EXTRAS:
             items = [r for r in groups.get(g, []) if isinstance(r, str)]
@@ -195,6 +202,42 @@ def discover_test_requirements(tree: Path, name: str) -> tuple[list[str], list[s
     own = _norm(name)
     keep = [r for r in dict.fromkeys(found) if _req_name(r) and _req_name(r) not in TOOLING and _req_name(r) != own]
     return keep, sources
+
+
+def _declared_requirements(tree: Path, pyproject: dict) -> tuple[list[str], list[str]]:
+    """Runtime requirements and test extras a source checkout declares:
+    pyproject.toml's [project] table, else setup.cfg's [options]."""
+    found: list[str] = []
+    sources: list[str] = []
+    project = pyproject.get("project", {}) if isinstance(pyproject.get("project"), dict) else {}
+    deps = [r for r in project.get("dependencies", []) if isinstance(r, str)]
+    extras = project.get("optional-dependencies", {})
+    for g in TEST_EXTRAS:
+        deps += [r for r in (extras.get(g, []) if isinstance(extras, dict) else []) if isinstance(r, str)]
+    if deps:
+        found += [_drop_extra_marker(r) for r in deps]
+        sources.append("pyproject.toml [project] (runtime and test extras)")
+    setup_cfg = tree / "setup.cfg"
+    if not deps and setup_cfg.exists():
+        import configparser
+
+        cfg = configparser.ConfigParser(interpolation=None)
+        try:
+            cfg.read_string(setup_cfg.read_text(errors="replace"))
+        except configparser.Error:
+            return found, sources
+
+        def lines(section: str, key: str) -> list[str]:
+            raw = cfg.get(section, key, fallback="")
+            return [ln.split("#", 1)[0].strip() for ln in raw.splitlines() if ln.split("#", 1)[0].strip()]
+
+        reqs = lines("options", "install_requires")
+        for g in TEST_EXTRAS:
+            reqs += lines("options.extras_require", g)
+        if reqs:
+            found += [_drop_extra_marker(r) for r in reqs]
+            sources.append("setup.cfg [options] (install_requires and test extras)")
+    return found, sources
 
 
 def pin_requirements(requirements: list[str]) -> list[str]:

@@ -16,12 +16,14 @@ from sandgym.specs.base import (
     _Strict,
     bundled_dir,
     bundled_task_set,
+    bundled_task_sets,
     choose_task,
     family_models,
     format_validation_error,
     json_schemas,
     load_family_task_set,
     make_pair,
+    resolve_task_set,
 )
 
 __all__ = [
@@ -36,10 +38,12 @@ __all__ = [
     "_Strict",
     "bundled_dir",
     "bundled_task_set",
+    "bundled_task_sets",
     "choose_task",
     "family_models",
     "format_validation_error",
     "json_schemas",
     "load_family_task_set",
     "make_pair",
+    "resolve_task_set",
 ]

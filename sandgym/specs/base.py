@@ -215,7 +215,9 @@ class TaskSet:
 
     @classmethod
     def load(cls, folder: str | Path) -> TaskSet:
-        root = Path(folder)
+        """Load a task-set folder; a name such as `swe_repo/pypi-v1` that is no
+        folder here finds the bundled set of that name."""
+        root = resolve_task_set(folder)
         if not root.is_dir():
             raise TaskSpecError(f"{root}: not a task-set folder (expected taskset.yaml, tasks/, hidden/)")
         meta_path = root / "taskset.yaml"
@@ -300,6 +302,35 @@ def bundled_dir() -> Path:
 def bundled_task_set(family: str = "code_function") -> Path:
     """The set a family's env loads when given none (the family table's default)."""
     return bundled_dir() / family / family_entry(family).default_task_set
+
+
+def bundled_task_sets() -> list[str]:
+    """Names (`<family>/<set>`) of every task set shipped with sandgym."""
+    root = bundled_dir()
+    return sorted(
+        p.parent.relative_to(root).as_posix() for p in root.glob("*/*/taskset.yaml") if p.parent.parent.name in FAMILIES
+    )
+
+
+def resolve_task_set(ref: str | Path) -> Path:
+    """The folder `ref` names: a path that exists wins; otherwise a bundled
+    set, by `<family>/<set>` or by `<set>` alone when only one family has it."""
+    path = Path(ref)
+    if path.exists():
+        return path
+    text = str(ref).strip("/")
+    names = bundled_task_sets()
+    if text in names:
+        return bundled_dir() / text
+    matches = [n for n in names if n.split("/", 1)[1] == text]
+    if len(matches) == 1:
+        return bundled_dir() / matches[0]
+    if len(matches) > 1:
+        raise TaskSpecError(f"{ref}: several bundled task sets have that name ({', '.join(matches)}); name one")
+    raise TaskSpecError(
+        f"{ref}: not a task-set folder (no such folder), nor the name of a bundled task set; "
+        f"bundled sets: {', '.join(names)} (`sandgym tasks list` shows them)"
+    )
 
 
 def load_family_task_set(tasks: str | Path | TaskSet | None, family: str, env_id: str) -> TaskSet:

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _json_data, _Strict
+from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, TaskSet, TaskSetMeta, VisibleSpec, _json_data, _Strict
 
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -128,3 +128,36 @@ def list_row(task: TaskPair) -> tuple[str, ...]:
     v, h = task.visible, task.hidden
     assert isinstance(v, BrowserTask) and isinstance(h, BrowserHidden)
     return (v.start_path, str(len(h.checks)), str(len(h.oracle)), v.title)
+
+
+class MiniWoBPage(VisibleSpec):
+    """A MiniWoB++ page as the one task of its env's task set (`sandgym/MiniWoB-<page>-v0`).
+
+    MiniWoB envs have no task files: the page is the task, and episodes differ
+    by seed (`sandgym eval --epochs N` plays N seeds). The set's hash covers
+    the page and the miniwob wheel's version."""
+
+    schema_version: Literal[1] = 1
+    id: TaskId
+    family: Literal["browser_form"] = "browser_form"
+    version: int = 1
+    page: str = Field(min_length=1, description="The page under miniwob/html/miniwob/, without .html.")
+    miniwob_version: str = Field(description="The miniwob wheel the page comes from.")
+
+
+class MiniWoBHidden(HiddenSpec):
+    """Nothing hidden: the page itself scores the episode."""
+
+    id: TaskId
+
+
+def miniwob_task_set(page: str, miniwob_version: str) -> TaskSet:
+    """The one-task set of a MiniWoB++ page."""
+    task_id = f"miniwob/{page}"
+    pair = TaskPair(
+        visible=MiniWoBPage(id=task_id, page=page, miniwob_version=miniwob_version), hidden=MiniWoBHidden(id=task_id)
+    )
+    meta = TaskSetMeta(
+        name=task_id, family="browser_form", description=f"The MiniWoB++ page {page} (miniwob {miniwob_version})."
+    )
+    return TaskSet(meta, [pair])

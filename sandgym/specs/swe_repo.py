@@ -16,9 +16,9 @@ source. Test ids are pytest node ids relative to the repository root.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _Strict
 
@@ -26,22 +26,57 @@ from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _Stric
 # resolve differently tomorrow.
 PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9_,\-]+\])?==[A-Za-z0-9.+!\-]+$")
 REL_PATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\0]*$")
+COMMIT_RE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
+# Fields only a git source uses: left out of a dump while empty, so adding
+# them changed no existing task's content hash or start-state key.
+GIT_ONLY_FIELDS = ("commit", "environment_setup_commit")
 
 
 class RepoSource(_Strict):
-    """Where the pristine source comes from."""
+    """Where the pristine source comes from: a PyPI sdist, a project bundled
+    with sandgym, or a git repository at a commit (SWE-bench's repo and
+    base_commit; the objects live in the SWE cache, fetched from a local
+    clone: `sandgym tasks import swebench --repos DIR`)."""
 
-    kind: Literal["pypi", "bundled"]
-    name: str = Field(min_length=1, description="PyPI distribution name, or the bundled project's folder name.")
-    version: str = Field("", description="pypi: the release whose sdist is used.")
+    kind: Literal["pypi", "bundled", "git"]
+    name: str = Field(
+        min_length=1,
+        description="PyPI distribution name, the bundled project's folder name, or the git repository "
+        "as SWE-bench names it (owner/name).",
+    )
+    version: str = Field("", description="pypi: the release whose sdist is used; git: SWE-bench's `version` label.")
     sdist_url: str = Field("", description="pypi: where the sdist was downloaded from.")
     sdist_sha256: str = Field("", description="pypi: checked after every download.")
+    commit: str = Field("", description="git: the commit (full hex id) whose tree is the pristine source.")
+    environment_setup_commit: str = Field(
+        "", description="git: the commit whose requirements made the test environment (SWE-bench's field)."
+    )
 
     @model_validator(mode="after")
-    def _pypi_pinned(self) -> RepoSource:
+    def _pinned(self) -> RepoSource:
         if self.kind == "pypi" and not (self.version and re.fullmatch(r"[0-9a-f]{64}", self.sdist_sha256)):
             raise ValueError("a pypi source needs `version` and a 64-hex `sdist_sha256`")
+        if self.kind == "git":
+            if not COMMIT_RE.match(self.commit):
+                raise ValueError(
+                    "a git source needs `commit`, a full lowercase hex commit id (40 or 64 digits), "
+                    f"got {self.commit!r}"
+                )
+            if self.environment_setup_commit and not COMMIT_RE.match(self.environment_setup_commit):
+                raise ValueError(
+                    f"`environment_setup_commit` must be a full hex commit id, got {self.environment_setup_commit!r}"
+                )
+        elif self.commit or self.environment_setup_commit:
+            raise ValueError(f"`commit` and `environment_setup_commit` belong to git sources, not {self.kind}")
         return self
+
+    @model_serializer(mode="wrap")
+    def _without_empty_git_fields(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        for key in GIT_ONLY_FIELDS:
+            if not data.get(key):
+                data.pop(key, None)
+        return data
 
 
 class TestEnvironment(_Strict):
@@ -113,5 +148,10 @@ def list_row(task: TaskPair) -> tuple[str, ...]:
     """The `sandgym tasks list` columns of one task (after its id)."""
     v, h = task.visible, task.hidden
     assert isinstance(v, SWETask) and isinstance(h, SWEHidden)
-    source = f"{v.repo.name}=={v.repo.version}" if v.repo.kind == "pypi" else f"{v.repo.name} (bundled)"
+    if v.repo.kind == "pypi":
+        source = f"{v.repo.name}=={v.repo.version}"
+    elif v.repo.kind == "git":
+        source = f"{v.repo.name}@{v.repo.commit[:10]}"
+    else:
+        source = f"{v.repo.name} (bundled)"
     return (source, str(len(h.FAIL_TO_PASS)), str(len(h.PASS_TO_PASS)), v.title)

@@ -330,3 +330,15 @@ def test_ctrl_c_keeps_finished_records_and_resume_finishes(task_set, endpoint, t
     assert sorted(r["task_id"] for r in recs) == ["m/add", "m/neg", "m/sq"]
     assert json.loads((out / "summary.json").read_text())["outcomes"]["passed"] == 3
     assert os.path.exists(out / "summary.json")
+
+
+def test_epochs_ask_the_endpoint_for_one_seed_per_epoch(task_set, runtime, endpoint, tmp_path):
+    """--epochs N: epoch e resets and samples with seed + e, so samples of a task differ."""
+    policy = make_policy(f"openai:scripted@{endpoint.url}", seed=3)
+    r = EvalRun("sandgym/CodeFunction-v0", task_set, policy, runtime, "local", tmp_path / "out", seed=3, epochs=3)
+    summary = r.run()
+    assert summary.n_episodes == 9 and summary.samples_per_task == 3 and summary.pass_at_k == {"1": 1.0}
+    assert sorted(b["seed"] for b in endpoint.requests) == [3, 3, 3, 4, 4, 4, 5, 5, 5]
+    recs = records(tmp_path / "out")
+    assert sorted((rec["epoch"], rec["seed"]) for rec in recs) == [(e, 3 + e) for e in range(3) for _ in range(3)]
+    assert all(rec["policy"]["seed"] == 3 for rec in recs)  # the run's config; each record holds its own seed

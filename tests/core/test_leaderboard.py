@@ -139,8 +139,8 @@ def test_oracle_ranks_above_null(runs):
     md = board.to_markdown()
     assert board.task_set_hash in md
     lines = [line for line in md.splitlines() if line.startswith("| ")]
-    assert lines[1].startswith("| 1 | oracle | 1.000 | [") and str(runs["oracle"]) in lines[1]
-    assert lines[2].startswith("| 2 | null | 0.000 | [0.000, ")
+    assert lines[1].startswith("| 1 | oracle | oracle | 1.000 | [") and str(runs["oracle"]) in lines[1]
+    assert lines[2].startswith("| 2 | null | null | 0.000 | [0.000, ")
 
 
 def test_different_task_sets_are_refused(runs, runtime, tmp_path):
@@ -227,15 +227,20 @@ def test_mixed_reward_schemes_are_warned_about(runs):
     assert "Warning: the runs differ in reward scheme (binary, pass_rate)" in board.to_markdown()
 
 
-def test_a_run_with_nothing_scored_is_ranked_with_ci_na(runs):
+def test_not_executed_counts_as_unresolved_as_in_swebench(runs):
     board = rank([runs["nothing"], runs["null"], runs["oracle"]])
-    last = board.entries[-1]
-    assert last.run_dir == runs["nothing"] and last.rank == 3
-    assert last.n_scored == 0 and last.not_executed == 3 and last.n_episodes == 3
-    assert last.mean is None and last.ci_low is None and last.ci_high is None and last.ci_method is None
+    assert [e.policy_name for e in board.entries][0] == "oracle"
+    nothing = next(e for e in board.entries if e.run_dir == runs["nothing"])
+    # No answer at all: reward 0 on each of the 3 tasks (SWE-bench: a missing prediction is unresolved).
+    assert nothing.n_scored == 0 and nothing.not_executed == 3 and nothing.n_episodes == 3 and nothing.n_counted == 3
+    assert nothing.mean == 0.0 and (nothing.ci_low, nothing.ci_high) == pytest.approx(wilson_interval(0, 3))
+    assert nothing.rank == 2  # shares the null policy's rank
+    assert nothing.model == "replay:empty.jsonl"
     row = [line for line in board.to_markdown().splitlines() if str(runs["nothing"]) in line][0]
-    assert row.startswith("| 3 | replay (file=") and "| n/a | n/a | 0 | 3 | 0 | 3 |" in row
-    assert any("not_executed" in w and str(runs["nothing"]) in w for w in board.warnings)
+    assert (
+        row.startswith("| 2 | replay:empty.jsonl | replay (file=") and "| 0.000 |" in row and "| 3 | 3 | 0 | 3 |" in row
+    )
+    assert any("not_executed" in w and "unresolved" in w and str(runs["nothing"]) in w for w in board.warnings)
 
 
 def test_equal_means_share_a_rank(runs, task_set, runtime, tmp_path):
@@ -264,4 +269,4 @@ def test_markdown_cells_cannot_break_the_table(task_set, runtime, tmp_path):
     md = rank([out]).to_markdown()
     row = [line for line in md.splitlines() if line.startswith("| 1 |")][0]
     assert "a\\|b.jsonl" in row
-    assert row.count(" | ") == 10  # 11 cells
+    assert row.count(" | ") == 12  # 13 cells

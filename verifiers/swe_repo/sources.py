@@ -133,6 +133,10 @@ def pristine_tree(source: RepoSource, dest: Path) -> Path:
             raise RepoError(f"no bundled project {source.name!r} in {bundled_projects_dir()}")
         shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         return dest
+    if source.kind == "git":  # a repository at a commit (git_sources.py)
+        from sandgym.verifiers.swe_repo.git_sources import git_tree
+
+        return git_tree(source, dest)
     sdist = fetch_sdist(source)
     dest.mkdir(parents=True)
     with tarfile.open(sdist) as tar:

