@@ -12,6 +12,7 @@ is one message and a fork, not a `docker exec`.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import socket
@@ -40,24 +41,39 @@ ISOLATION = {"runc": "runc", "runsc": "runsc", "kata": "kata"}
 OCI_NAMES = {"runc": ("runc",), "runsc": ("runsc",), "kata": ("kata", "kata-runtime", "kata-qemu")}
 RUN_ID = uuid.uuid4().hex[:12]
 
-# gVisor's ptrace platform (this release's default; KVM needs hardware
-# virtualisation these hosts lack) runs each address space of the sandbox in
-# a host stub process, and gives that stub one traced thread per sentry
-# thread that ever ran it (two pools: emulation and injected syscalls);
-# stubs are pooled, never freed. A sandbox of n tasks thus costs up to
-# n address spaces x 2 x (sentry threads, about 2n + 16 measured) host
-# tasks, and a fork bomb gets there: with n = 128 one grew past 13,000 host
-# tasks in 45 s. When the pids cgroup refuses one, the sentry panics ("error
-# initializing first thread: resource temporarily unavailable") and the
-# whole sandbox is gone, agent included. So runsc sandboxes hold at most
-# RUNSC_MAX_PIDS tasks (gVisor enforces the agent's RLIMIT_NPROC), and the
-# cgroup allows that worst case.
+# gVisor (scripts/gvisor.sh builds it) runs on its systrap platform
+# (scripts/docker-engine.sh; KVM needs hardware virtualisation these hosts
+# lack). On ptrace, the old default, each address space's host stub gets
+# one traced thread per sentry thread that ever ran it, never freed: n
+# tasks cost up to n x 2 x (2n + 16) host tasks, a fork bomb of 64 peaked
+# at 1,620 (Debian's 2022 runsc) and 2,849 (this one on ptrace) in 3 s,
+# and when the pids cgroup refuses one the sentry panics and the sandbox
+# is gone, agent included. Under systrap n tasks cost about 2n + 200 host
+# tasks: a fork bomb peaked at 239 (n = 64), 457 (n = 128) and 953
+# (n = 256). The pids cgroup allows more than twice that, or ptrace's
+# worst case when the registered runsc names another platform or none.
+# What bounds n now is memory: each task costs the sandbox about 5 MB
+# (4.6 MB per idle forked python3, 0.25 MB under runc), all charged to the
+# container's memory cgroup, and an OOM there kills the sentry, the whole
+# sandbox with the agent. In the code verifier's 1 GB a fork bomb of 64
+# tasks ended as expected 20/20; of 128, 6/20 (14 OOM); of 256 in the SWE
+# family's 2 GB, 15/20; 128 and 256 held 20/20 only with 6 MB per task
+# more memory. So runsc sandboxes hold at most RUNSC_MAX_PIDS tasks
+# (gVisor enforces the agent's RLIMIT_NPROC).
 RUNSC_MAX_PIDS = 64
 
 
-def runsc_host_tasks(n: int) -> int:
+def runsc_host_tasks(n: int, platform: str = "systrap") -> int:
     """Host tasks a runsc sandbox of n tasks may need at worst (see above)."""
+    if platform == "systrap":
+        return 4 * n + 1024
     return n * 2 * (2 * n + 64) + 1024
+
+
+def runsc_platform(runtime: dict) -> str:
+    """The platform of a registered runsc (docker info's Runtimes entry)."""
+    args = runtime.get("runtimeArgs") or []
+    return next((a.split("=", 1)[1] for a in args if a.startswith("--platform=")), "")
 
 
 def owner_label() -> str:
@@ -112,9 +128,15 @@ class DockerRuntime(Runtime):
         """The tasks the sandbox may hold (the agent's RLIMIT_NPROC)."""
         return spec.pids if self.isolation != "runsc" else min(spec.pids, RUNSC_MAX_PIDS)
 
+    @functools.cached_property
+    def _runsc_platform(self) -> str:
+        return runsc_platform(self.client.info().get("Runtimes", {}).get(self.oci, {}))
+
     def _host_pids(self, spec: SandboxSpec) -> int:
         """The container's pids cgroup limit: the host tasks the sandbox costs."""
-        return spec.pids if self.isolation != "runsc" else runsc_host_tasks(self._sandbox_pids(spec))
+        if self.isolation != "runsc":
+            return spec.pids
+        return runsc_host_tasks(self._sandbox_pids(spec), self._runsc_platform)
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
