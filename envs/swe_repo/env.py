@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from gymnasium import spaces
 
@@ -37,7 +37,8 @@ from sandgym.runtimes.base import Mount
 from sandgym.runtimes.pool import SandboxPool
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
-from sandgym.specs import TaskPair, TaskSet, choose_task, load_family_task_set
+from sandgym.specs import TaskSet, choose_task, load_family_task_set
+from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.models import Verdict
 from sandgym.verifiers.swe_repo.checkout import StartState, start_state
 from sandgym.verifiers.swe_repo.host import (
@@ -45,6 +46,7 @@ from sandgym.verifiers.swe_repo.host import (
     REPO_DIR,
     VENV_DIR,
     WORKSPACE,
+    isolation_for,
     run_in_sandbox,
     sandbox_spec,
     status_text,
@@ -60,9 +62,9 @@ MAX_FEEDBACK = 10_000
 # Restores the saved cwd and exports, runs the command ($1) in this shell so
 # `cd` and `export` take effect, and saves them again on any exit.
 SHELL_WRAPPER = r"""
-__sg_state=%(state)s
+__sg_state=@STATE@
 [ -f "$__sg_state/env" ] && . "$__sg_state/env" >/dev/null 2>&1
-cd "$(cat "$__sg_state/cwd" 2>/dev/null || echo %(repo)s)" 2>/dev/null || cd %(repo)s
+cd "$(cat "$__sg_state/cwd" 2>/dev/null || echo @REPO@)" 2>/dev/null || cd @REPO@
 __sg_save() {
   __sg_rc=$?
   mkdir -p "$__sg_state"
@@ -74,9 +76,75 @@ trap __sg_save EXIT
 pytest() { python -m pytest "$@"; }
 exec 2>&1
 eval "$1"
-""" % {"state": SHELL_STATE, "repo": REPO_DIR}
-GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CEILING_DIRECTORIES": WORKSPACE}
-GIT_SAFE = ["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]
+""".replace("@STATE@", SHELL_STATE).replace("@REPO@", REPO_DIR)
+GIT = "/usr/bin/git"
+# The diff is taken with a configuration the env owns: no system or global
+# file, and every setting of the repository's own .git/config (the agent's)
+# that could change how paths are written is overridden, so the verifier
+# parses exactly what `git apply -p1` will do.
+GIT_ENV = {
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CEILING_DIRECTORIES": WORKSPACE,
+    "GIT_DIR": f"{REPO_DIR}/.git",
+    "GIT_WORK_TREE": REPO_DIR,
+    "GIT_ATTR_NOSYSTEM": "1",
+    "GIT_NO_REPLACE_OBJECTS": "1",
+    "GIT_OPTIONAL_LOCKS": "0",
+    "LANG": "C",
+}
+GIT_SAFE = [
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.quotePath=true",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.safecrlf=false",
+    "-c",
+    "core.filemode=true",
+    "-c",
+    "core.symlinks=true",
+    "-c",
+    "core.attributesFile=/dev/null",
+    "-c",
+    "core.excludesFile=/dev/null",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.mnemonicPrefix=false",
+    "-c",
+    "diff.srcPrefix=a/",
+    "-c",
+    "diff.dstPrefix=b/",
+    "-c",
+    "diff.relative=false",
+    "-c",
+    "diff.external=",
+    "-c",
+    "diff.renames=false",
+    "-c",
+    "diff.suppressBlankEmpty=false",
+    "-c",
+    "diff.ignoreSubmodules=none",
+    "-c",
+    "color.ui=false",
+]
+DIFF_FLAGS = [
+    "--cached",
+    "--binary",
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--no-renames",
+    "--no-relative",
+    "--src-prefix=a/",
+    "--dst-prefix=b/",
+    "--full-index",
+]
 
 
 def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
@@ -91,7 +159,7 @@ def cap(text: str, limit: int = MAX_FEEDBACK) -> str:
     return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
 
 
-def render_prompt(task: TaskPair, max_steps: int, command_timeout_s: float) -> str:
+def render_prompt(task: SWETaskPair, max_steps: int, command_timeout_s: float) -> str:
     v = task.visible
     tests = ", ".join(v.visible_tests) if v.visible_tests else "none listed"
     return (
@@ -139,7 +207,7 @@ class SWERepoEnv(SandgymEnv):
         self.reward_scheme = "binary"
         self.observation_space = spaces.Dict({"task": UnicodeText(), "feedback": UnicodeText()})
         self.action_space = UnicodeText()
-        self.task: TaskPair | None = None
+        self.task: SWETaskPair | None = None
         self.last_verdict: Verdict | None = None
         self.artifact: str | None = None
         self.timings: dict[str, float] = {}
@@ -171,7 +239,7 @@ class SWERepoEnv(SandgymEnv):
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
         self._close_sandbox()
-        self.task = task
+        self.task = cast(SWETaskPair, task)  # a swe_repo task set holds SWE task pairs
         self._steps, self._done = 0, False
         self.last_verdict = self.artifact = None
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
@@ -304,7 +372,13 @@ class SWERepoEnv(SandgymEnv):
         assert self._sandbox is not None and self.task is not None
         if not tests:
             return "This task lists no visible tests; give test ids: ```run_tests tests/test_x.py::test_y"
-        run = run_in_sandbox(self._sandbox, self.task.visible.environment, tests, self.task.visible.timeout_s)
+        run = run_in_sandbox(
+            self._sandbox,
+            self.task.visible.environment,
+            tests,
+            self.task.visible.timeout_s,
+            isolation=isolation_for(self.runtime),
+        )
         counts: dict[str, int] = {}
         for s in run.statuses.values():
             counts[s] = counts.get(s, 0) + 1
@@ -325,11 +399,8 @@ class SWERepoEnv(SandgymEnv):
     def _take_diff(self) -> tuple[str, str]:
         """(diff against the base commit with untracked files, problem)."""
         assert self._sandbox is not None and self._start is not None
-        cmd = (
-            f"git {' '.join(GIT_SAFE)} add -A >/dev/null && "
-            f"git {' '.join(GIT_SAFE)} diff --cached --binary --no-color --no-ext-diff --no-textconv "
-            f"--no-renames {self._start.base_commit}"
-        )
+        git = " ".join([GIT, *GIT_SAFE])
+        cmd = f"{git} add -A >/dev/null && {git} diff {' '.join(DIFF_FLAGS)} {self._start.base_commit} --"
         res = self._sandbox.exec(
             ["/bin/sh", "-c", cmd], timeout=120, cwd=REPO_DIR, env=GIT_ENV, max_output=MAX_DIFF_BYTES + 1
         )
@@ -365,6 +436,7 @@ class SWERepoEnv(SandgymEnv):
             status=verdict.status,
             reward_valid=reward is not None,
             violations=list(verdict.violations),
+            scan=list(getattr(verdict, "scan", [])),
             tests=[{"name": t.name, "status": t.status} for t in verdict.tests],
         )
         self._obs = {"task": self._obs["task"], "feedback": cap(before + status_text(verdict))}

@@ -1,9 +1,19 @@
 """Starts pytest for the runner: `python -I pytest_child.py REPO IMPORT_ROOT ARGS...`.
 
 Run with -I, so the interpreter honours no PYTHON* variables, no user site
-and no script folder: pytest and the records plugin are imported from the
-venv and this folder *before* the repository's import root goes on
-sys.path, so a module in the repository cannot stand in for them.
+and no script folder. Before any code of the repository is imported:
+
+1. the per-run secrets come from a pipe the runner filled (the MAC key,
+   the hashes of the test files, which files the diff changed); the pipe
+   is closed and the variables naming the descriptors are dropped;
+2. pytest, pluggy and the records plugin are imported from the venv and
+   this folder, so that a module in the repository cannot stand in for them;
+3. the guard (sandgym_swe_guard.py) is armed: an audit hook that cannot
+   be removed and is the only writer of the records channel. `_arm`
+   returns nothing; the key lives on only in the hook's closure.
+
+Then the repository's import root goes on sys.path, after the standard
+library (a module of the repository cannot shadow one of it), and pytest runs.
 """
 
 import os
@@ -12,10 +22,41 @@ import sys
 sys.dont_write_bytecode = True  # -I ignores PYTHONDONTWRITEBYTECODE
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import pytest  # noqa: E402
-import sandgym_swe_records  # noqa: E402,F401  (pinned in sys.modules; -p finds this one)
+
+def _arm():
+    import json
+
+    secrets_fd = int(os.environ.pop("SANDGYM_SWE_SECRETS_FD"))
+    channel_fd = int(os.environ.pop("SANDGYM_SWE_CHANNEL_FD"))
+    chunks = []
+    while True:
+        chunk = os.read(secrets_fd, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(secrets_fd)
+    cfg = json.loads(b"".join(chunks))
+    key = bytes.fromhex(cfg.pop("key"))
+    os.set_inheritable(channel_fd, False)
+
+    import pytest  # noqa: F401
+    import sandgym_swe_guard
+    import sandgym_swe_records  # pinned in sys.modules; -p finds this one
+
+    sandgym_swe_guard.arm(key, channel_fd, cfg, sandgym_swe_records)
+    # The hook's globals are this module's: nothing the hook reads at run time.
+    del sys.modules["sandgym_swe_guard"]
+
+
+_arm()
+del _arm
 
 repo, import_root = sys.argv[1], sys.argv[2]
-sys.path.insert(1, os.path.normpath(os.path.join(repo, import_root)))
+root = os.path.normpath(os.path.join(repo, import_root))
+site = [i for i, p in enumerate(sys.path) if p.endswith("-packages")]
+sys.path.insert(site[0] if site else len(sys.path), root)
 os.chdir(repo)
+
+import pytest  # noqa: E402
+
 sys.exit(int(pytest.main(sys.argv[3:])))

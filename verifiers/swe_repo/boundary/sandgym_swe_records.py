@@ -1,33 +1,36 @@
-"""The verifier's pytest plugin: one JSON line per event, written to a pipe.
+"""The verifier's pytest plugin: what pytest did, handed to the guard.
 
-Loaded with `-p sandgym_swe_records` from the read-only verifier mount.
-The runner passes the write end of a pipe as a file descriptor whose
-number is in $SANDGYM_SWE_RECORD_FD; the plugin takes the number out of
-the environment at import (before any repository code runs) and keeps the
-descriptor out of subprocesses. Records: `collected` (the items that will
-run), `collect_error`, `report` (one per test phase), `finish` (pytest's
-exit status). Nothing here decides a score; the host does, from these
-records and the process's exit code.
+Loaded with `-p sandgym_swe_records` from the read-only verifier mount,
+imported by pytest_child.py before the guard is armed (the guard keeps
+the code objects of this module's functions). It writes nothing itself:
+each record goes through `sys.audit("sandgym.swe.record", ...)` to the
+guard (sandgym_swe_guard.py), which writes it to the runner, signed,
+only when it comes from `_emit` called by one of these hooks with no code
+of the package on the stack. Records: `collected` (the items that will
+run), `collect_error`, `call_start` / `call_end` (around each test's call:
+whether it raised, and whether the test function itself raised, seen from
+around pytest's own call of it), `report` (one per test phase), `finish` (pytest's
+exit status). Nothing here decides a score; the host does.
+
+Replacing anything here from inside the test process can only silence
+records (a missing record fails the test); it cannot make one.
 
 PYTEST_DONT_REWRITE (imported before pytest starts; no assertions here).
 """
 
 import json
 import os
+import sys
 
 import pytest
 
-_fd = None
-_wanted = None  # node ids to run
-_prefixes = ()  # files or folders whose tests all run
+_audit = sys.audit
+_wanted: set[str] | None = None  # node ids to run
+_prefixes: tuple[str, ...] = ()  # files or folders whose tests all run
 
 
-def _take_channel():
-    global _fd, _wanted, _prefixes
-    raw = os.environ.pop("SANDGYM_SWE_RECORD_FD", None)
-    if raw is not None:
-        _fd = int(raw)
-        os.set_inheritable(_fd, False)
+def _take_selection():
+    global _wanted, _prefixes
     select = os.environ.pop("SANDGYM_SWE_SELECT", None)
     if select:
         with open(select) as f:
@@ -36,27 +39,28 @@ def _take_channel():
         _prefixes = tuple(t.rstrip("/") for t in listed if "::" not in t)
 
 
-_take_channel()
+_take_selection()
 
 
-def _emit(record):
-    if _fd is None:
-        return
-    data = (json.dumps(record) + "\n").encode()
-    while data:
-        data = data[os.write(_fd, data) :]
+def _emit(kind, fields, obj=None):
+    _audit("sandgym.swe.record", kind, fields, obj)
 
 
 def _text(longrepr, limit=3000):
     if longrepr is None:
         return ""
-    text = str(longrepr)
-    return text[-limit:]
+    return str(longrepr)[-limit:]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config):
+    # Last: the guard takes in what pytest's own plugins changed while configuring.
+    _emit("configured", {}, config)
 
 
 def pytest_collectreport(report):
     if report.failed:
-        _emit({"kind": "collect_error", "nodeid": report.nodeid, "detail": _text(report.longrepr)})
+        _emit("collect_error", {"nodeid": report.nodeid, "detail": _text(report.longrepr)}, report)
 
 
 @pytest.hookimpl(trylast=True)
@@ -76,12 +80,37 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_collection_finish(session):
-    _emit({"kind": "collected", "n": len(session.items), "ids": [it.nodeid for it in session.items]})
+    _emit("collected", {}, session)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    # The outermost wrapper: it sees exactly what pytest's CallInfo sees.
+    nodeid = item.nodeid
+    _emit("call_start", {"nodeid": nodeid}, item)
+    try:
+        result = yield
+    except BaseException:
+        _emit("call_end", {"nodeid": nodeid, "raised": True}, item)
+        raise
+    _emit("call_end", {"nodeid": nodeid, "raised": False}, item)
+    return result
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    # Around pytest's own call of the test function: the innermost observer.
+    try:
+        result = yield
+    except BaseException:
+        _emit("pyfunc_end", {"raised": True}, pyfuncitem)
+        raise
+    _emit("pyfunc_end", {"raised": False}, pyfuncitem)
+    return result
 
 
 def pytest_runtest_logreport(report):
     record = {
-        "kind": "report",
         "nodeid": report.nodeid,
         "when": report.when,
         "outcome": report.outcome,
@@ -89,9 +118,9 @@ def pytest_runtest_logreport(report):
     }
     if report.failed:
         record["detail"] = _text(report.longrepr)
-    _emit(record)
+    _emit("report", record, report)
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
-    _emit({"kind": "finish", "exitstatus": int(exitstatus)})
+    _emit("finish", {"exitstatus": int(exitstatus)}, session)

@@ -1,0 +1,174 @@
+"""SWE repo-issue family: gold-patch verification time against bare pytest, per runtime.
+
+    .venv/bin/python benchmarks/bench_swe_verify.py [--runtime local --runtime docker] [--reps 5] [--tasks DIR ...]
+
+For each task (by default the bundled billing set plus the first task of
+every package in pypi-v1) the gold patch, as the env would submit it (a
+`git diff` with a/ b/ prefixes), is judged `--reps` times by `verify` on
+each runtime; the same pytest selection (FAIL_TO_PASS + PASS_TO_PASS) is
+run as often directly on the host: the start tree with the gold and test
+patches applied, the task's own venv, `python -m pytest -p no:cacheprovider
+-q`. Printed: P50 and P95 of both and their ratio (verify / bare), per task
+and over all tasks (the ratio of the sums of P50s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import cast
+
+from sandgym.runtimes import get_runtime
+from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.swe_repo import SWETaskPair
+from sandgym.verifiers.swe_repo.checkout import git_env, start_state
+from sandgym.verifiers.swe_repo.host import verify
+from sandgym.verifiers.swe_repo.sources import test_venv
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def swe_tasks(folder: Path) -> list[SWETaskPair]:
+    return [cast(SWETaskPair, t) for t in TaskSet.load(folder).tasks]
+
+
+def default_tasks() -> list[SWETaskPair]:
+    billing = bundled_task_set("swe_repo")
+    tasks = swe_tasks(billing)
+    pypi = billing.parent / "pypi-v1"
+    if (pypi / "taskset.yaml").exists():
+        seen = set()
+        for t in swe_tasks(pypi):
+            if t.visible.repo.name not in seen:
+                seen.add(t.visible.repo.name)
+                tasks.append(t)
+    return tasks
+
+
+class HostTree:
+    """The start tree with the gold patch (and the test patch) applied, on the host."""
+
+    def __init__(self, task: SWETaskPair):
+        self.task = task
+        self.work = Path(tempfile.mkdtemp(prefix="sg-bench-verify-"))
+        with tarfile.open(fileobj=io.BytesIO(start_state(task.visible).tree_tar)) as tar:
+            tar.extractall(self.work, filter="data")
+        self.repo = self.work / "repo"
+        self.env = git_env(str(self.work))
+
+    def git(self, *args: str, stdin: str | None = None) -> str:
+        r = subprocess.run(
+            ["git", *args], cwd=self.repo, env=self.env, input=stdin, text=True, capture_output=True, check=True
+        )
+        return r.stdout
+
+    def gold_diff(self) -> str:
+        """The gold patch as the env submits a diff: a/ b/ prefixes, whatever the task stores."""
+        self.git("init", "-q", "--template=")
+        self.git("add", "-A", "-f")
+        self.git("-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "--no-verify", "-m", "start")
+        self.git("apply", "--whitespace=nowarn", "-", stdin=self.task.hidden.patch)
+        self.git("add", "-A", "-f")
+        diff = self.git(
+            "diff", "--cached", "--binary", "--no-color", "--no-ext-diff", "--no-renames", "--src-prefix=a/",
+            "--dst-prefix=b/", "HEAD",
+        )  # fmt: skip
+        if self.task.hidden.test_patch.strip():
+            self.git("apply", "--whitespace=nowarn", "-", stdin=self.task.hidden.test_patch)
+        shutil.rmtree(self.repo / ".git")
+        return diff
+
+    def bare_pytest(self, tests: list[str]) -> float:
+        env = self.task.visible.environment
+        python = test_venv(env) / "bin" / "python"
+        root = self.repo / env.import_root
+        t0 = time.perf_counter()
+        subprocess.run(
+            [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", *env.test_args, *tests],
+            cwd=self.repo,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "HOME": str(self.work),
+                "PYTHONPATH": str(root),
+                "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+            },
+            capture_output=True,
+        )
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        shutil.rmtree(self.work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runtime", action="append", default=None, help="local, docker, ... (repeatable)")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--tasks", action="append", default=None, help="task-set folder(s); default billing + pypi-v1")
+    args = ap.parse_args()
+    runtimes = args.runtime or ["local", "docker"]
+    tasks = [t for d in args.tasks for t in swe_tasks(Path(d))] if args.tasks else default_tasks()
+
+    trees = {task.id: HostTree(task) for task in tasks}
+    try:
+        diffs = {task.id: trees[task.id].gold_diff() for task in tasks}
+        print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} CPUs); {args.reps} runs per figure")
+        for name in runtimes:
+            rt = get_runtime(name)
+            try:
+                print(f"\n{name}:")
+                print(
+                    f"{'task':36} {'bare P50':>9} {'P95':>6} {'verify P50':>11} {'P95':>6} "
+                    f"{'ratio P50':>10} {'P95':>6}  status"
+                )
+                sum_bare = sum_verify = 0.0
+                ratios50, ratios95 = [], []
+                for task in tasks:
+                    tree = trees[task.id]
+                    tests = list(dict.fromkeys([*task.hidden.FAIL_TO_PASS, *task.hidden.PASS_TO_PASS]))
+                    verify(task, diffs[task.id], rt)  # warm: start state, staged mounts, images, page cache
+                    tree.bare_pytest(tests)
+                    times, bare, status = [], [], ""
+                    # Interleaved, so that the load of the moment weighs on both alike.
+                    for _ in range(args.reps):
+                        bare.append(tree.bare_pytest(tests))
+                        t0 = time.perf_counter()
+                        status = verify(task, diffs[task.id], rt).status or ""
+                        times.append(time.perf_counter() - t0)
+                    r50, r95 = pct(times, 50) / pct(bare, 50), pct(times, 95) / pct(bare, 95)
+                    ratios50.append(r50)
+                    ratios95.append(r95)
+                    sum_bare += pct(bare, 50)
+                    sum_verify += pct(times, 50)
+                    print(
+                        f"{task.id[:36]:36} {pct(bare, 50):8.2f}s {pct(bare, 95):5.2f}s {pct(times, 50):10.2f}s "
+                        f"{pct(times, 95):5.2f}s {r50:9.2f}x {r95:5.2f}x  {status}",
+                        flush=True,
+                    )
+                print(
+                    f"{'all tasks':36} {sum_bare:8.2f}s {'':6} {sum_verify:10.2f}s {'':6} "
+                    f"{sum_verify / sum_bare:9.2f}x (median task ratio {pct(ratios50, 50):.2f}x, "
+                    f"P95 task ratio {pct(ratios95, 95):.2f}x)"
+                )
+            finally:
+                rt.close()
+    finally:
+        for tree in trees.values():
+            tree.close()
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
