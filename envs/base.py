@@ -9,15 +9,100 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium as gym
+from gymnasium.wrappers import PassiveEnvChecker
+from pydantic import BaseModel, ValidationError
 
 from sandgym.errors import SandgymError
 from sandgym.specs import TaskSet
 from sandgym.verifiers.models import Verdict
 
 Action = str | dict[str, Any]
+# The longest action an env takes by default (its `max_action_chars` option):
+# a policy that sends more has the episode end as `failed`, saying so.
+DEFAULT_MAX_ACTION_CHARS = 1 << 20
+
+
+class EnvOptionError(SandgymError, ValueError):
+    """An env option (a make() kwarg, `-o KEY=VALUE`) is invalid; the message
+    names the option, the value and what it accepts."""
+
+
+_Options = TypeVar("_Options", bound=BaseModel)
+
+
+def check_options(model: type[_Options], **values: Any) -> _Options:
+    """`values` validated by `model` (a pydantic model of the env's options,
+    strict: "abc" is no number, 1 no bool), or EnvOptionError in one line."""
+    try:
+        return model.model_validate(values)
+    except ValidationError as e:
+        err = e.errors()[0]
+        name = ".".join(str(x) for x in err["loc"]) or "(options)"
+        shown = repr(err.get("input"))
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        default = model.model_fields[name].default if name in model.model_fields else None
+        example = (
+            ""
+            if default is None
+            else f"; e.g. -o {name}={str(default).lower() if isinstance(default, bool) else default}"
+        )
+        raise EnvOptionError(f"env option {name}={shown}: {err['msg']}{example}") from None
+
+
+def action_problem(action: Any, limit: int) -> tuple[str, bool] | None:
+    """Why an action cannot be taken at all, and whether that ends the
+    episode: too long (ends it), not text, or text that is not valid Unicode
+    (a lone surrogate). None: it is text of a usable size."""
+    if not isinstance(action, str):
+        return f"an action is text (a str), not {type(action).__name__}", False
+    if len(action) > limit:
+        return (
+            f"the action is {len(action):,} characters long; the limit is {limit:,} "
+            "(env option max_action_chars): the episode ends here",
+            True,
+        )
+    try:
+        action.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"the action is not valid Unicode text ({e.reason} at character {e.start})", False
+    return None
+
+
+class EnvChecker(PassiveEnvChecker):
+    """gymnasium's PassiveEnvChecker (the checks `gymnasium.make` adds), except
+    that a first reset or step that raises leaves it unchecked, as before.
+
+    gymnasium's own checker counts a reset that raised (an unknown task id)
+    as its checked first reset and keeps no data from it; the next step then
+    fails in the checker itself (`cannot unpack non-iterable NoneType`), for
+    good. sandgym registers its envs with this checker instead
+    (`sandgym.families.REGISTRATION`)."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        first = not self.checked_reset
+        try:
+            return super().reset(seed=seed, options=options)
+        except BaseException:
+            if first:
+                self.checked_reset = False
+            raise
+
+    def step(self, action: Any):
+        first = not self.checked_step
+        try:
+            return super().step(action)
+        except BaseException:
+            if first:
+                self.checked_step = False
+            raise
+
+    @property
+    def spec(self):  # type: ignore[override]
+        # As any recorded wrapper's: `spec.make()` applies this checker again.
+        return gym.Wrapper.spec.fget(self)  # type: ignore[attr-defined]
 
 
 class NoReference(SandgymError, LookupError):
@@ -60,3 +145,12 @@ class SandgymEnv(gym.Env, abc.ABC):
     def tool_action(self, name: str, arguments: dict[str, Any]) -> Action:
         """The action for one tool call of `chat_tools()` (default: a dict action)."""
         return {"tool": name, **arguments}
+
+    def abort(self) -> None:
+        """Kill what the current episode runs (sandboxes, a browser) so that a
+        `step` or `reset` blocked in it returns (with `env_error`). Called
+        from another thread (the harness's supervisor, at an episode's
+        deadline or a second Ctrl-C): it must be thread-safe and must not
+        wait for the env's own thread. The env's thread closes the env
+        afterwards. Default: nothing to kill."""
+        return None

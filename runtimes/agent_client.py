@@ -113,6 +113,17 @@ class AgentChannel:
         body = self._read_exact(blen, deadline) if blen else b""
         return header, body
 
+    def abort(self) -> None:
+        """From any thread, without the lock: mark the channel broken and shut
+        the socket down, so a request blocked on it returns at once (the fd
+        stays open until close, so it cannot be reused under the reader)."""
+        if not self.broken:
+            self.broken = f"{self._describe}: aborted (the episode's deadline passed, or the run was interrupted)"
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def request(self, header: dict, body: bytes = b"", timeout: float = 60.0) -> tuple[dict, bytes]:
         with self._lock:
             if self.broken:
@@ -234,6 +245,9 @@ class AgentSandbox(Sandbox):
     def get_archive(self, paths: Sequence[str]) -> bytes:
         self._check()
         return self._channel.request({"op": "get", "paths": list(paths)})[1]
+
+    def abort(self) -> None:
+        self._channel.abort()
 
     def close(self) -> None:
         if self._closed:

@@ -151,6 +151,12 @@ class Sandbox(abc.ABC):
     def close(self) -> None:
         """Destroy the sandbox and everything running in it. Idempotent."""
 
+    def abort(self) -> None:
+        """Cut the sandbox off from any thread, without waiting: a call blocked
+        on it returns with SandboxError, later calls fail, and `close()` (from
+        the thread that uses it) ends what is left. Default: nothing to cut."""
+        return None
+
     @property
     @abc.abstractmethod
     def alive(self) -> bool: ...

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from .base import RuntimeUnavailable, SandboxError
 from .bwrap import ETC_ALLOWED, host_root_args
-from .local import children
+from .local import children, owned_tempdir, pid_alive
 from .staging import _stage, stage_dir, staging_root
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
@@ -65,7 +65,7 @@ def staged_site_packages() -> Path:
         if _site_dir is None:
             import importlib
 
-            buf_path = Path(tempfile.mkdtemp(prefix="sandgym-site-")) / "site.zip"
+            buf_path = owned_tempdir("site") / "site.zip"
             try:
                 with zipfile.PyZipFile(str(buf_path), "w", optimize=0) as z:
                     for name in APP_PACKAGES:
@@ -84,7 +84,7 @@ def stage_tree(src: Path, key: str) -> Path:
     dest = staging_root() / key
     if dest.is_dir():
         return dest
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=staging_root()))
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=staging_root()))
     shutil.copytree(src, tmp / "tree")
     for dirpath, _dirnames, filenames in os.walk(tmp):
         os.chmod(dirpath, 0o755)
@@ -161,6 +161,42 @@ def _release_playwright() -> None:
         _thread_driver.playwright = None
 
 
+def _driver_pid(playwright: Playwright) -> int | None:
+    """The pid of the Playwright driver (node) behind `playwright` (private API; None if not found)."""
+    try:
+        return int(playwright._impl_obj._connection._transport._proc.pid)  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+def reap_orphans(include_live: bool = False) -> list[int]:
+    """SIGKILL browser-sandbox processes whose owner (the pid in their
+    SANDGYM_BROWSER_ID) is gone, or every one with include_live. Returns
+    the pids killed. (Normally they die with their owner; this is for what
+    a crash left behind.)"""
+    killed = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(MARKER_ENV.encode() + b"="):
+                owner = item.split(b"=", 1)[1].split(b"-", 1)[0]
+                if owner.isdigit() and int(owner) != me and (include_live or not pid_alive(int(owner))):
+                    try:
+                        os.kill(int(entry), signal.SIGKILL)
+                        killed.append(int(entry))
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                break
+    return killed
+
+
 def _pidfds(pids: list[int]) -> dict[int, int]:
     """pidfds (which name a process for good, unlike a pid that may be reused)."""
     fds = {}
@@ -219,9 +255,12 @@ class BrowserSandbox:
         self.app = app
         self.drop_to = drop_to if drop_to is not None else default_drop_to()
         self.headless = headless
-        self.id = uuid.uuid4().hex[:12]
+        # The owner's pid in the id (and so in every sandbox process's
+        # environment) and in the folder's name: `sandgym gc` finds what a
+        # killed owner left.
+        self.id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.origin = f"http://127.0.0.1:{app.port}"
-        self._tmp = Path(tempfile.mkdtemp(prefix=f"sandgym-browser-{self.id}-"))
+        self._tmp = owned_tempdir("browser")
         os.chmod(self._tmp, 0o711)  # the sandbox user passes through to state/ only
         self.state_dir = self._tmp / "state"
         self.state_dir.mkdir(mode=0o700)
@@ -229,6 +268,7 @@ class BrowserSandbox:
             os.chown(self.state_dir, *self.drop_to)
         self._wrapper = self._tmp / "chromium-in-sandbox"
         self._playwright: Playwright | None = None
+        self._driver_pid: int | None = None
         self.browser: Browser | None = None
 
     # -- wrapper ---------------------------------------------------------------
@@ -314,6 +354,7 @@ class BrowserSandbox:
         self._write_wrapper()
         try:
             self._playwright = _acquire_playwright()
+            self._driver_pid = _driver_pid(self._playwright)
             self.browser = self._playwright.chromium.launch(
                 executable_path=str(self._wrapper),
                 headless=self.headless,
@@ -386,6 +427,21 @@ class BrowserSandbox:
             except OSError:
                 continue
         return total
+
+    def kill(self) -> None:
+        """From any thread, without waiting: SIGKILL every process of the
+        sandbox and the Playwright driver of the thread that started it, so
+        that a Playwright call blocked in that thread fails at once. The
+        owning thread still calls close() (which then finds little to do);
+        its next launch starts a new driver."""
+        pids = self.process_ids()
+        if self._driver_pid is not None:
+            pids.append(self._driver_pid)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def close(self) -> None:
         """End the browser, the app and Playwright's driver, and wait until

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import signal
 import socket
@@ -43,6 +44,68 @@ READY_TIMEOUT_S = 30.0
 STAGE_IN_ZYGOTE = "/run/sandgym-stage"
 # Modules every forked sandbox finds already imported.
 ZYGOTE_PRELOAD = ["ctypes", "io", "socket", "tarfile", "threading", "traceback", "nest"]
+
+
+# Temporary folders this process makes are named sandgym-<kind>-<pid>-XXXXXXXX
+# (owned_tempdir), so that `sandgym gc` can tell those of a process that is
+# gone (killed before it could clean up) from those of one still running.
+_OWNED = re.compile(r"^sandgym-(?P<kind>[a-z][a-z-]*?)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+_STAGING_TMP = re.compile(r"^\.tmp-(?P<pid>\d+)-[A-Za-z0-9_]+$")
+
+
+def owned_tempdir(kind: str, parent: str | Path | None = None) -> Path:
+    """A new private folder sandgym-<kind>-<pid>-XXXXXXXX (in the temp folder
+    unless `parent`), which `sandgym gc` removes once this process is gone."""
+    return Path(tempfile.mkdtemp(prefix=f"sandgym-{kind}-{os.getpid()}-", dir=parent))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (a zombie counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def reap_tempdirs(include_live: bool = False, root: str | Path | None = None) -> list[Path]:
+    """Remove what killed sandgym processes left in the temp folder: folders
+    named by owned_tempdir() whose owner process is gone (or all of them,
+    with include_live), and half-written copies in the staging folder. Only
+    this user's folders are touched. Returns what was removed."""
+    from .staging import staging_root
+
+    base = Path(root or tempfile.gettempdir())
+    removed: list[Path] = []
+    me = os.geteuid()
+    candidates: list[tuple[Path, int]] = []
+    try:
+        for entry in os.scandir(base):
+            m = _OWNED.match(entry.name)
+            if m and entry.is_dir(follow_symlinks=False):
+                candidates.append((Path(entry.path), int(m["pid"])))
+    except OSError:
+        pass
+    staging = staging_root() if root is None else base / f"sandgym-stage-{me}"
+    try:
+        for entry in os.scandir(staging):
+            m = _STAGING_TMP.match(entry.name)
+            if m and entry.is_dir(follow_symlinks=False):
+                candidates.append((Path(entry.path), int(m["pid"])))
+    except OSError:
+        pass
+    for path, pid in candidates:
+        try:
+            if os.lstat(path).st_uid != me:
+                continue
+        except OSError:
+            continue
+        if pid == os.getpid() or (not include_live and pid_alive(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            removed.append(path)
+    return removed
 
 
 def children(pid: int) -> list[int]:

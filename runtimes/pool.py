@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import deque
+from collections.abc import Callable
 
 from .base import Runtime, Sandbox, SandboxError, SandboxSpec
 
@@ -121,6 +123,38 @@ print(len(left), ipc_left, *sorted(os.listdir("/dev")))
 DEV_LISTING = "import os; print(*sorted(os.listdir('/dev')))"
 
 
+# Observers of every pool in the process (plain callbacks: the core turns
+# them into metrics). Each gets (event, value): "hit" (seconds to acquire),
+# "miss" (seconds to create on the spot), "replenished" (seconds to create
+# ahead), "reused", "destroyed", "create_failure" (value 1), "leaked" (how
+# many). Called with the pool's lock held: a listener must be quick and must
+# not call back into the pool.
+_listeners: list[Callable[[str, float], None]] = []
+_live: weakref.WeakSet[SandboxPool] = weakref.WeakSet()
+
+
+def add_listener(fn: Callable[[str, float], None]) -> None:
+    _listeners.append(fn)
+
+
+def remove_listener(fn: Callable[[str, float], None]) -> None:
+    if fn in _listeners:
+        _listeners.remove(fn)
+
+
+def live_pools() -> list[SandboxPool]:
+    """The pools of this process that are not closed."""
+    return [p for p in list(_live) if not p._closed]
+
+
+def _emit(event: str, value: float = 1.0) -> None:
+    for fn in list(_listeners):
+        try:
+            fn(event, value)
+        except Exception:  # noqa: BLE001 - an observer must never break a pool
+            pass
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -155,6 +189,7 @@ class SandboxPool:
         ]
         for t in self._threads:
             t.start()
+        _live.add(self)
 
     # -- background replenishment ------------------------------------------------
 
@@ -172,11 +207,13 @@ class SandboxPool:
                 with self._lock:
                     self._creating -= 1
                     self.create_failures += 1
+                    _emit("create_failure")
                 time.sleep(0.5)  # back off; a broken backend must not spin
                 continue
             with self._lock:
                 self._creating -= 1
                 self.create_s.append(sb.info.create_s)
+                _emit("replenished", sb.info.create_s)
                 self._born[id(sb)] = time.monotonic()
                 if self._closed:
                     sb.close()
@@ -196,11 +233,13 @@ class SandboxPool:
                 young = time.monotonic() - self._born.get(id(sb), 0.0) < self.max_age_s
                 if sb.alive and young:
                     self.hits += 1
+                    _emit("hit", time.perf_counter() - t0)
                     self.in_use += 1
                     self._lock.notify_all()
                     self.acquire_s.append(time.perf_counter() - t0)
                     return sb
                 self.destroyed += 1
+                _emit("destroyed")
                 self._born.pop(id(sb), None)
                 sb.close()
             self.misses += 1
@@ -208,6 +247,7 @@ class SandboxPool:
         with self._lock:
             self._born[id(sb)] = time.monotonic()
             self.create_s.append(sb.info.create_s)
+            _emit("miss", sb.info.create_s)
             self.in_use += 1
             self.acquire_s.append(time.perf_counter() - t0)
         return sb
@@ -234,10 +274,12 @@ class SandboxPool:
             if ok and not self._closed:
                 # A clean sandbox back in the pool saves a create, even above size.
                 self.reused += 1
+                _emit("reused")
                 self._idle.appendleft(sb)  # handed out next
                 self._lock.notify_all()
                 return
             self.destroyed += 1
+            _emit("destroyed")
             self._born.pop(id(sb), None)
             self._lock.notify_all()
         sb.close()
@@ -265,6 +307,8 @@ class SandboxPool:
         with self._lock:
             self._closed = True
             self.leaked = self.in_use
+            if self.in_use:
+                _emit("leaked", self.in_use)
             idle, self._idle = list(self._idle), deque()
             self._lock.notify_all()
         for t in self._threads:

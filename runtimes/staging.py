@@ -6,7 +6,8 @@ in-boundary code are copied into a folder that the sandbox user can read
 and nobody but this user can write: /tmp/sandgym-stage-UID/NAME-HASH.
 Copies are content-addressed and shared by every process of this user, so
 a killed run leaves nothing new behind; they are created by an atomic
-rename and never changed.
+rename and never changed (a copy half-written by a killed process,
+.tmp-<pid>-*, is removed by `sandgym gc`).
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def staging_root() -> Path:
             pass
         if _trusted(shared):
             _root = shared
-        else:  # someone else made it: use a private one for this process
-            _root = Path(tempfile.mkdtemp(prefix="sandgym-stage-"))
+        else:  # someone else made it: use a private one for this process (gc: sandgym-stage-<pid>-*)
+            _root = Path(tempfile.mkdtemp(prefix=f"sandgym-stage-{os.getpid()}-"))
             os.chmod(_root, 0o755)
             atexit.register(shutil.rmtree, _root, True)
     return _root
@@ -79,7 +80,7 @@ def _stage(name: str, files: dict[str, bytes]) -> Path:
 
 
 def _write_staged(dest: Path, files: dict[str, bytes]) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=dest.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=dest.parent))  # gc: a dead pid's is removed
     for fname, data in files.items():
         (tmp / fname).write_bytes(data)
         if fname.endswith(".py"):

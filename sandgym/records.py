@@ -1,12 +1,28 @@
-"""Trajectory records: one JSON object per episode (JSONL), and the run summary."""
+"""Trajectory records: one JSON object per episode (JSONL), and the run summary.
+
+Records are written crash-safe (`RecordWriter`): each is encoded whole
+before anything is written, then appended with one `os.write` of the
+whole line on an `O_APPEND` descriptor and fsynced, so a crash leaves at
+most one unterminated last line (which `--resume` cuts off), never a
+record spliced into another. A write that fails (a full disk, a read-only
+folder) is undone (the file is cut back to where it was) and raised as
+`OutputError`, naming the path.
+"""
 
 from __future__ import annotations
 
+import errno
+import os
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from .outcomes import OUTCOME_NAMES
+from sandgym.errors import SandgymError
+
+from .observability.cost import cost_of
+from .outcomes import OUTCOME_NAMES, Outcome
 from .passk import pass_at_k
 
 RECORD_VERSION = 1
@@ -78,6 +94,8 @@ class Summary(BaseModel):
     samples_per_task: int = 1  # the most episodes of any one task (--epochs, --samples)
     # pass@k (k in 1, 10, 100 where every task has k samples), unbiased estimator; see sandgym.passk
     pass_at_k: dict[str, float] = Field(default_factory=dict)
+    # sandbox-seconds (and CPU-seconds where known) per episode, verified success and scored episode
+    cost: dict[str, Any] = Field(default_factory=dict)
 
 
 def summarize(records: list[EpisodeRecord], wall_s: float, sandgym_version: str, **fields: Any) -> Summary:
@@ -96,6 +114,7 @@ def summarize(records: list[EpisodeRecord], wall_s: float, sandgym_version: str,
         n_tasks=len(per_task),
         samples_per_task=max(per_task.values(), default=1),
         pass_at_k=pass_at_k((r.task_id, r.outcome) for r in records),
+        cost=cost_of(records),
         **fields,
     )
 
@@ -115,3 +134,160 @@ def count_outcomes(outcomes: list[str]) -> dict[str, int]:
     for o in outcomes:
         counts[o] = counts.get(o, 0) + 1
     return counts
+
+
+class OutputError(SandgymError, OSError):
+    """The run folder cannot be written (read-only, full, gone, a file too
+    large); the message names the path, the reason and the fix."""
+
+
+def output_error(path: str | Path, e: OSError, doing: str = "write") -> OutputError:
+    why = e.strerror or str(e)
+    name = errno.errorcode.get(e.errno or 0, "")
+    hint = {
+        errno.ENOSPC: "free some space or choose another --out folder",
+        errno.EDQUOT: "free some space or choose another --out folder",
+        errno.EFBIG: "the file is at the size limit (ulimit -f); choose another --out folder",
+        errno.EROFS: "the file system is read-only; choose another --out folder",
+        errno.EACCES: "it is not writable by this user; choose another --out folder",
+        errno.EPERM: "it is not writable by this user; choose another --out folder",
+    }.get(e.errno or 0, "choose another --out folder")
+    return OutputError(f"cannot {doing} {path}: {why}{f' ({name})' if name else ''}; {hint}")
+
+
+def _clean_text(value: str) -> str:
+    """`value` with lone surrogates (which UTF-8 cannot hold) written as \\udXXX escapes."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def clean_strings(value: Any) -> Any:
+    """A copy of JSON-like data whose strings are all valid Unicode (lone surrogates escaped)."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return _clean_text(value)
+    if isinstance(value, dict):
+        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_strings(v) for v in value]
+    return value
+
+
+def encode_record(rec: EpisodeRecord) -> bytes:
+    """The record as one JSONL line (UTF-8, newline-terminated). When it
+    cannot be encoded (a string no encoding can hold, a value JSON cannot
+    say), the episode becomes an `env_error` record naming why, its strings
+    made encodable: one bad episode never ends a run."""
+    try:
+        return (rec.model_dump_json() + "\n").encode("utf-8")
+    except (ValueError, TypeError, UnicodeError, RecursionError) as e:  # PydanticSerializationError is a ValueError
+        reason = f"{type(e).__name__}: {e}"
+    data = clean_strings(rec.model_dump(mode="python", warnings=False))
+    data.update(
+        outcome=Outcome.ENV_ERROR.value,
+        reward=None,
+        pass_rate=None,
+        status=None,
+        error=_clean_text(f"the episode's record could not be encoded as JSON ({reason[:500]})"),
+    )
+    fixed = EpisodeRecord.model_validate(data)
+    try:
+        return (fixed.model_dump_json() + "\n").encode("utf-8")
+    except (ValueError, TypeError, UnicodeError, RecursionError):
+        bare = rec.model_copy(
+            update={
+                "steps": [],
+                "artifact": None,
+                "tests": [],
+                "attempts": [],
+                "retries": [],
+                "violations": [],
+                "outcome": Outcome.ENV_ERROR.value,
+                "reward": None,
+                "pass_rate": None,
+                "status": None,
+                "error": fixed.error,
+            }
+        )
+        return (EpisodeRecord.model_validate(clean_strings(bare.model_dump())).model_dump_json() + "\n").encode()
+
+
+class RecordWriter:
+    """Appends encoded records to one JSONL file, crash-safe (see the module
+    docstring). One writer per file; not for concurrent use."""
+
+    def __init__(self, path: str | Path, fsync: bool = True):
+        self.path = Path(path)
+        self.fsync = fsync
+        try:
+            self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise output_error(self.path, e, "open") from None
+        if fsync:
+            try:  # the new file's name, durable too
+                dfd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
+            except OSError:
+                pass
+
+    def write(self, rec: EpisodeRecord) -> bytes:
+        """Encode and append one record; returns the line written."""
+        line = encode_record(rec)
+        self.append(line)
+        return line
+
+    def append(self, line: bytes) -> None:
+        try:
+            start = os.fstat(self.fd).st_size
+        except OSError as e:
+            raise output_error(self.path, e) from None
+        try:
+            n = os.write(self.fd, line)
+            while n < len(line):  # a short write (a signal, the disk filling up): the rest, or an error
+                n += os.write(self.fd, line[n:])
+            if self.fsync:
+                os.fsync(self.fd)
+        except OSError as e:
+            try:  # no torn line: cut the file back to the last whole record
+                os.ftruncate(self.fd, start)
+            except OSError:
+                pass
+            raise output_error(self.path, e) from None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> RecordWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def episode_key(rec: EpisodeRecord) -> tuple[str, int]:
+    return rec.task_id, rec.epoch
+
+
+def latest_records(records: Iterable[EpisodeRecord]) -> list[EpisodeRecord]:
+    """The records that count, in file order: an `env_error` record is
+    superseded by a later record of the same episode (task and epoch), which
+    `--resume` appends when it plays the episode again. (A run that ends
+    rewrites its file without them; an interrupted resume may leave both.)"""
+    out: list[EpisodeRecord] = []
+    where: dict[tuple[str, int], int] = {}
+    for rec in records:
+        key = episode_key(rec)
+        i = where.get(key)
+        if i is not None and out[i].outcome == Outcome.ENV_ERROR.value:
+            out[i] = rec
+            continue
+        where[key] = len(out)
+        out.append(rec)
+    return out

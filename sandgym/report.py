@@ -464,6 +464,32 @@ def _failures(recs: list[EpisodeRecord]) -> str:
     )
 
 
+def _cost(recs: list[EpisodeRecord]) -> str:
+    """Sandbox-seconds (and CPU-seconds where the backend reports them) per usable trajectory."""
+    from .observability.cost import cost_of
+
+    c = cost_of(recs)
+
+    def cell(key: str, unit: str) -> str:
+        v = c.get(key)
+        return "n/a" if v is None else f"{v:.2f} {unit}"
+
+    rows = "".join(
+        f"<tr><td>{esc(label)}</td><td>{cell('sandbox_s_' + key, 's')}</td><td>{cell('cpu_s_' + key, 's')}</td></tr>"
+        for label, key in (
+            ("per episode", "per_episode"),
+            (f"per verified success ({c['n_verified_successes']})", "per_verified_success"),
+            (f"per scored episode ({c['n_scored']})", "per_scored_episode"),
+        )
+    )
+    return (
+        '<section id="cost"><h2>Cost per usable trajectory</h2><p class="sub">Sandbox-seconds: each episode '
+        "holds its sandbox from start to end, plus its verifier's own sandboxes; CPU-seconds only where the "
+        f"backend reports them. Total {c['sandbox_s']:.1f} sandbox-seconds.</p>"
+        f"<table><tr><th></th><th>sandbox-seconds</th><th>CPU-seconds</th></tr>{rows}</table></section>"
+    )
+
+
 def render_report(run: Run) -> str:
     s, recs = run.summary, run.records
     banner = ""
@@ -485,7 +511,7 @@ def render_report(run: Run) -> str:
         f"{esc(_policy_text(s.policy))} · generated {esc(generated)} by sandgym {esc(__version__)}</p>"
         f'{banner}<section id="run"><h2>Run</h2>{_meta(run)}</section>'
         f"{_headline(recs)}{_outcomes(recs)}{_statuses(recs)}{_pass_at_k(run)}{_swebench(run)}"
-        f"{_reward_table(recs)}{_latency(recs)}{_failures(recs)}"
+        f"{_reward_table(recs)}{_latency(recs)}{_cost(recs)}{_failures(recs)}"
         "</main></body></html>\n"
     )
 

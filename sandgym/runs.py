@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from sandgym.errors import SandgymError
 
-from .records import EpisodeRecord, Summary, summarize
+from .records import EpisodeRecord, Summary, latest_records, summarize
 
 TRAJECTORIES = "trajectories.jsonl"  # the names sandgym.harness writes
 SUMMARY = "summary.json"
@@ -59,13 +59,15 @@ def _read_records(path: Path) -> list[EpisodeRecord]:
     except UnicodeDecodeError as e:
         raise RunError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     records = []
-    for n, line in enumerate(text.splitlines(), 1):
+    lines = text.split("\n")
+    torn = lines.pop()  # after the last newline: "" unless a write was cut off
+    for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         where = f"{path}, line {n}"
         try:
             raw = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise RunError(f"{where}: not JSON ({e}); each line must be one episode record") from None
         if not isinstance(raw, dict):
             raise RunError(f"{where}: expected a JSON object (one episode record), got {type(raw).__name__}")
@@ -73,7 +75,14 @@ def _read_records(path: Path) -> list[EpisodeRecord]:
             records.append(EpisodeRecord.model_validate(raw))
         except ValidationError as e:
             raise RunError(f"{where}: not an episode record: {_fields(e)}") from None
-    return records
+    if torn.strip():
+        # An unterminated last line: the run was killed while writing it (the
+        # record was never complete); `sandgym eval --resume` cuts it off.
+        try:
+            records.append(EpisodeRecord.model_validate_json(torn))
+        except ValueError:
+            pass
+    return latest_records(records)
 
 
 def _read_summary(path: Path) -> Summary:

@@ -176,8 +176,13 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
             env = self._gym_env()
             try:
                 obs, info = env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
-            except KeyError as e:  # an unknown task id: the message lists the choices
-                raise ValueError(e.args[0] if e.args else str(e)) from None
+            except Exception as e:
+                # The session stays usable: the env takes the next reset (a
+                # failed one leaves no episode running, and its checker intact).
+                self._state = SandgymState(env_id=self.env_id, done=True)
+                if isinstance(e, KeyError):  # an unknown task id: the message lists the choices
+                    raise ValueError(e.args[0] if e.args else str(e)) from None
+                raise
             self._state = SandgymState(
                 env_id=self.env_id,
                 episode_id=episode_id or str(uuid.uuid4()),
@@ -201,6 +206,8 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
             done = bool(terminated or truncated)
             self._state.step_count += 1
             self._state.done = done
+            if done and self._sessions is not None and self._sessions.observer is not None:
+                self._sessions.observer.episode_done(env.unwrapped)
             return self._observation(obs, info, reward=float(reward), done=done, truncated=bool(truncated))
 
     @property
@@ -287,6 +294,7 @@ class _Sessions:
         self.close_runtime = close_runtime
         self._live: set[SandgymEnvironment] = set()
         self._lock = threading.Lock()
+        self.observer: Any = None  # told when an episode ends (sandgym.observability.metrics.ServeObserver)
 
     def add(self, env: SandgymEnvironment) -> None:
         with self._lock:
@@ -379,6 +387,13 @@ def build_app(
 
     app.router.on_shutdown.append(close_sessions_and_runtime)
     app.state.sandgym_sessions = sessions
+    try:  # Prometheus metrics on /metrics, in a registry of this app's own
+        from .observability.metrics import ServeObserver, mount_metrics
+    except ImportError:  # prometheus-client not installed: no /metrics
+        pass
+    else:
+        app.state.sandgym_metrics = mount_metrics(app, env_id)
+        sessions.observer = ServeObserver(app.state.sandgym_metrics, env_id)
     app.title = f"sandgym: {env_id}"
     return app
 

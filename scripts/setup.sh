@@ -12,13 +12,16 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # Chromium (reports are checked in a real browser; Playwright drives it).
 need=()
 [ -x /usr/lib/chromium/chromium ] || need+=(chromium)
-# The docker runtimes: the Docker Engine, gVisor (runsc), and debootstrap
-# to build images here with no registry.
+# The docker runtimes: the Docker Engine and debootstrap to build images
+# here with no registry (gVisor is built below, not Debian's runsc: that
+# one predates fixes sandgym relies on; docs/runtimes.md).
 command -v dockerd >/dev/null || need+=(docker.io)
-command -v runsc >/dev/null || need+=(runsc)
 command -v debootstrap >/dev/null || need+=(debootstrap)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v setpriv >/dev/null || need+=(util-linux)
+# Prometheus: the observability tests scrape sandgym with a real server
+# (started by the tests on loopback; the Debian service stays disabled).
+command -v prometheus >/dev/null || need+=(prometheus)
 [ -x /usr/bin/python3 ] || need+=(python3)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
@@ -41,7 +44,9 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.sandgym-lock 2>/dev/null)" != "$
   echo "$lock_sum" > .venv/.sandgym-lock
 fi
 
-# The Docker Engine, with gVisor registered, started when not running; then
-# the images the docker runtimes use (cached: instant when up to date).
+# gVisor's runsc, built from a pinned version with Go (cached: instant when
+# installed); the Docker Engine, with it registered, started when not
+# running; then the images the docker runtimes use (cached too).
+bash scripts/gvisor.sh
 bash scripts/docker-engine.sh
 .venv/bin/sandgym images build

@@ -34,7 +34,6 @@ REF_RE = re.compile(r"(?:f\d+)?e\d+")
 MAX_ACTION_CHARS = 20_000
 _TOKEN = re.compile(r"""\s*(?:(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<punct>[(),])|(?P<quote>["']))""")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0"}
-_FENCE = re.compile(r"^```[A-Za-z]*\s*\n?(.*?)\n?```$", re.S)
 
 
 class ActionError(SandgymError, ValueError):
@@ -85,11 +84,24 @@ def _read_string(src: str, i: int, quote: str) -> tuple[str, int]:
     raise ActionError("a string is not closed")
 
 
+def _unfenced(src: str) -> str | None:
+    """The inside of an action wrapped in a fence (```, an optional language,
+    the action, ```), stripped; None if `src` is not one. String operations,
+    linear: the regular expression this was backtracked quadratically."""
+    if len(src) < 6 or not (src.startswith("```") and src.endswith("```")):
+        return None
+    i = 3
+    while i < len(src) - 3 and src[i].isascii() and src[i].isalpha():
+        i += 1
+    return src[i:-3].strip()
+
+
 def _tokens(src: str) -> list[tuple[str, str]]:
     toks: list[tuple[str, str]] = []
     i = 0
+    end = len(src.rstrip())
     while i < len(src):
-        if src[i:].strip() == "":
+        if i >= end:
             break
         m = _TOKEN.match(src, i)
         if not m:
@@ -125,9 +137,9 @@ def parse_action(text: str) -> Action:
     if len(text) > MAX_ACTION_CHARS:
         raise ActionError(f"the action is {len(text)} characters long; the limit is {MAX_ACTION_CHARS}")
     src = text.strip()
-    fenced = _FENCE.match(src)
-    if fenced:
-        src = fenced.group(1).strip()
+    fenced = _unfenced(src)
+    if fenced is not None:
+        src = fenced
     if not src:
         raise ActionError("the action is empty")
     toks = _tokens(src)

@@ -14,24 +14,25 @@ import hashlib
 import os
 import secrets
 import shutil
-import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field
 
-from sandgym.envs.base import SandgymEnv
+from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec
+from sandgym.runtimes.local import owned_tempdir
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.browser_form import BrowserTaskPair
 from sandgym.verifiers.browser_form.host import read_state, state_json, verify
-from sandgym.verifiers.models import RewardScheme, Verdict
+from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
 from .actions import GRAMMAR, ActionError, parse_action
 from .app.schema import build_database
@@ -62,6 +63,34 @@ def render_goal(task: BrowserTaskPair, max_steps: int) -> str:
     )
 
 
+class BrowserFormOptions(BaseModel):
+    """The env's options (make() kwargs, `-o KEY=VALUE`), checked strictly up front."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1, le=10_000)
+    verifier_retries: int = Field(2, ge=0, le=10)
+    render_mode: Literal["ansi", "rgb_array"] | None = None
+    screenshot: bool = False
+    max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
+
+
+def shown_action(action: Any) -> str:
+    """An action as feedback quotes it: its start, as text whatever it is."""
+    text = action if isinstance(action, str) else repr(action)
+    return text.strip()[:200].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def refused_verdict(problem: str) -> Verdict:
+    """The verdict of an episode the policy ended by breaking the env's rules (an oversized action)."""
+    return Verdict(
+        verifier_version="none",
+        outcome=Outcome.FAILED,
+        detail=problem,
+        attempts=[Attempt(outcome=Outcome.FAILED, detail=problem)],
+    )
+
+
 class BrowserFormEnv(SandgymEnv):
     """See the module docstring. After the last step `info` holds `outcome`,
     `reward_valid` and per-check `tests`; `last_verdict`, `artifact` (the
@@ -79,13 +108,17 @@ class BrowserFormEnv(SandgymEnv):
         verifier_retries: int = 2,
         render_mode: str | None = None,
         screenshot: bool = False,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-        if verifier_retries < 0:
-            raise ValueError(f"verifier_retries must be 0 or more, got {verifier_retries}")
-        if render_mode not in (None, "ansi", "rgb_array"):
-            raise ValueError(f"render_mode must be None, 'ansi' or 'rgb_array', got {render_mode!r}")
+        opts = check_options(
+            BrowserFormOptions,
+            max_steps=max_steps,
+            verifier_retries=verifier_retries,
+            render_mode=render_mode,
+            screenshot=screenshot,
+            max_action_chars=max_action_chars,
+        )
+        self.max_action_chars = opts.max_action_chars
         self.task_set = load_task_set(tasks)
         self.session = BrowserSession(form_app(), drop_to=sandbox_owner(runtime))
         self.max_steps = max_steps
@@ -102,7 +135,7 @@ class BrowserFormEnv(SandgymEnv):
         self.artifact: str | None = None
         self.violations: list[str] = []
         self.timings: dict[str, float] = {}
-        self._snapshots = Path(tempfile.mkdtemp(prefix="sandgym-form-snapshots-"))
+        self._snapshots = owned_tempdir("form-snapshots")
         self._step = 0
         self._limit = max_steps
         self._done = True
@@ -114,6 +147,7 @@ class BrowserFormEnv(SandgymEnv):
             "max_steps": self.max_steps,
             "verifier_retries": self.verifier_retries,
             "screenshot": self.with_screenshot,
+            "max_action_chars": self.max_action_chars,
         }
 
     def oracle_actions(self) -> list[str]:
@@ -127,6 +161,7 @@ class BrowserFormEnv(SandgymEnv):
     # -- gymnasium API -------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._done = True  # a reset that fails (an unknown task id) leaves no episode running
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
         self.task = BrowserTaskPair.of(task)
@@ -152,7 +187,12 @@ class BrowserFormEnv(SandgymEnv):
         self._step += 1
         t0 = time.perf_counter()
         tool, error = "invalid", None
+        refused = action_problem(action, self.max_action_chars)
+        if refused is not None and refused[1]:
+            return self._finish(tool, refused_by_policy=refused[0].removesuffix(": the episode ends here"))
         try:
+            if refused is not None:
+                raise ActionError(refused[0])
             parsed = parse_action(action)
             tool = parsed.kind
             if parsed.kind == "done":
@@ -190,6 +230,11 @@ class BrowserFormEnv(SandgymEnv):
     def close(self) -> None:
         self.session.close()
         shutil.rmtree(self._snapshots, ignore_errors=True)
+
+    def abort(self) -> None:
+        """From another thread: kill the browser, the app and this thread's
+        Playwright driver, so that a call blocked in Playwright returns."""
+        self.session.abort()
 
     # -- internals ------------------------------------------------------------------------
 
@@ -233,11 +278,11 @@ class BrowserFormEnv(SandgymEnv):
         os.replace(staged, state_dir / DB_NAME)
         return cookies
 
-    def _observe(self, action: str | None, error: str | None) -> dict[str, Any]:
+    def _observe(self, action: Any, error: str | None) -> dict[str, Any]:
         last = (
             ""
             if action is None
-            else (f"Last action: {action.strip()[:200]} -> " + (f"error: {error}" if error else "ok") + "\n")
+            else (f"Last action: {shown_action(action)} -> " + (f"error: {error}" if error else "ok") + "\n")
         )
         feedback = f"URL: {self.session.path()}\n{last}Step {self._step} of {self._limit}.\n\n{self.session.snapshot()}"
         self._obs = {"task": self._obs["task"], "feedback": feedback}
@@ -258,7 +303,13 @@ class BrowserFormEnv(SandgymEnv):
         assert self.task is not None
         return {"task_id": self.task.id, "step": self._step, "max_steps": self._limit, **extra}
 
-    def _finish(self, tool: str, truncated: bool = False, session_error: str | None = None):
+    def _finish(
+        self,
+        tool: str,
+        truncated: bool = False,
+        session_error: str | None = None,
+        refused_by_policy: str | None = None,
+    ):
         assert self.task is not None
         self._done = True
         t0 = time.perf_counter()
@@ -269,18 +320,23 @@ class BrowserFormEnv(SandgymEnv):
             captured[:] = [state]
             return state
 
-        self.last_verdict = verify(
-            self.task.hidden,
-            load_state,
-            retries=self.verifier_retries,
-            violations=self.violations,
-            session_error=session_error,
-        )
+        if refused_by_policy is not None:
+            self.last_verdict = refused_verdict(refused_by_policy)
+        else:
+            self.last_verdict = verify(
+                self.task.hidden,
+                load_state,
+                retries=self.verifier_retries,
+                violations=self.violations,
+                session_error=session_error,
+            )
         self.artifact = state_json(captured[0]) if captured else None
         self.timings["verify_s"] = time.perf_counter() - t0
         verdict = self.last_verdict
         reward = verdict.reward(self.reward_scheme)
         text = f"Verdict: {verdict.outcome.value}."
+        if refused_by_policy is not None:
+            text += f" {refused_by_policy}."
         if verdict.outcome == Outcome.ENV_ERROR:
             text += f" An infrastructure error ended the episode ({verdict.detail}); this is not a score."
             if self.session.sandbox is not None:

@@ -16,11 +16,13 @@ import importlib.util
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
+from pydantic import BaseModel, ConfigDict, Field
 
-from sandgym.envs.base import NoReference, SandgymEnv
+from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, NoReference, SandgymEnv, action_problem, check_options
+from sandgym.families import REGISTRATION
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec, stage_tree
@@ -31,6 +33,7 @@ from sandgym.specs.browser_form import miniwob_task_set
 from sandgym.verifiers.models import Attempt, Verdict
 
 from .actions import GRAMMAR, ActionError, parse_action
+from .env import refused_verdict, shown_action
 from .session import ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
 
 STATIC_IN_SANDBOX = "/opt/sandgym/static"
@@ -63,7 +66,10 @@ def register_miniwob() -> None:
     for task in miniwob_tasks():
         if env_id(task) not in gym.registry:
             gym.register(
-                id=env_id(task), entry_point="sandgym.envs.browser_form.miniwob:MiniWoBEnv", kwargs={"task": task}
+                id=env_id(task),
+                entry_point="sandgym.envs.browser_form.miniwob:MiniWoBEnv",
+                kwargs={"task": task},
+                **REGISTRATION,
             )
 
 
@@ -78,6 +84,17 @@ def miniwob_app() -> AppSpec:
         env={"SANDGYM_STATIC_ROOT": STATIC_IN_SANDBOX},
         mounts=((str(staged), STATIC_IN_SANDBOX),),
     )
+
+
+class MiniWoBOptions(BaseModel):
+    """The env's options (make() kwargs, `-o KEY=VALUE`), checked strictly up front."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    task: str
+    max_steps: int = Field(20, ge=1, le=10_000)
+    render_mode: Literal["ansi"] | None = None
+    max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
 
 
 class MiniWoBEnv(SandgymEnv):
@@ -95,7 +112,12 @@ class MiniWoBEnv(SandgymEnv):
         max_steps: int = 20,
         render_mode: str | None = None,
         tasks: TaskSet | str | Path | None = None,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
+        opts = check_options(
+            MiniWoBOptions, task=task, max_steps=max_steps, render_mode=render_mode, max_action_chars=max_action_chars
+        )
+        self.max_action_chars = opts.max_action_chars
         if task not in miniwob_tasks():
             raise ValueError(
                 f"unknown MiniWoB task {task!r}; the wheel has {len(miniwob_tasks())}, e.g. click-button, enter-text"
@@ -109,10 +131,6 @@ class MiniWoBEnv(SandgymEnv):
                 f"MiniWoB envs take no task set: the page {task!r} is the one task (task set "
                 f"{self.task_set.meta.name!r}); leave --tasks out and use --epochs N for N seeded episodes"
             )
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.task_name = task
         self.max_steps = max_steps
         self.render_mode = render_mode
@@ -129,7 +147,7 @@ class MiniWoBEnv(SandgymEnv):
 
     @property
     def config(self) -> dict[str, Any]:
-        return {"task": self.task_name, "max_steps": self.max_steps}
+        return {"task": self.task_name, "max_steps": self.max_steps, "max_action_chars": self.max_action_chars}
 
     def oracle_actions(self) -> list[str]:
         """MiniWoB++ pages ship no scripted solution; a policy must solve the page itself."""
@@ -140,6 +158,7 @@ class MiniWoBEnv(SandgymEnv):
         return ["done()"]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._done = True  # a reset that fails leaves no episode running
         super().reset(seed=seed)
         options = dict(options or {})
         if options.get("task_id") in (None, self.task_set.ids[0]):
@@ -168,11 +187,11 @@ class MiniWoBEnv(SandgymEnv):
         }
         return dict(self._obs), {"task": self.task_name, "seed": page_seed, "step": 0}
 
-    def _feedback(self, action: str | None, error: str | None) -> str:
+    def _feedback(self, action: Any, error: str | None) -> str:
         last = (
             ""
             if action is None
-            else (f"Last action: {action.strip()[:200]} -> " + (f"error: {error}" if error else "ok") + "\n")
+            else (f"Last action: {shown_action(action)} -> " + (f"error: {error}" if error else "ok") + "\n")
         )
         return f"{last}Step {self._step} of {self.max_steps}.\n\n{self.session.snapshot()}"
 
@@ -189,7 +208,12 @@ class MiniWoBEnv(SandgymEnv):
         self._step += 1
         tool, error = "invalid", None
         t0 = time.perf_counter()
+        refused = action_problem(action, self.max_action_chars)
+        if refused is not None and refused[1]:
+            return self._finish(tool, refused_by_policy=refused[0].removesuffix(": the episode ends here"))
         try:
+            if refused is not None:
+                raise ActionError(refused[0])
             parsed = parse_action(action)
             tool = parsed.kind
             if parsed.kind == "done":
@@ -221,10 +245,30 @@ class MiniWoBEnv(SandgymEnv):
             {"task": self.task_name, "step": self._step, "tool": tool, "error": error},
         )
 
-    def _finish(self, tool: str, truncated: bool = False, session_error: str | None = None):
+    def _finish(
+        self,
+        tool: str,
+        truncated: bool = False,
+        session_error: str | None = None,
+        refused_by_policy: str | None = None,
+    ):
         self._done = True
         t0 = time.perf_counter()
         wob: dict[str, Any] = {}
+        if refused_by_policy is not None:
+            self.artifact = None
+            self.last_verdict = refused_verdict(refused_by_policy)
+            self.timings["verify_s"] = time.perf_counter() - t0
+            self._obs = {"task": self._obs["task"], "feedback": f"Verdict: failed. {refused_by_policy}."}
+            info = {
+                "task": self.task_name,
+                "step": self._step,
+                "tool": tool,
+                "outcome": Outcome.FAILED.value,
+                "reward_valid": True,
+                "raw_reward": 0.0,
+            }
+            return dict(self._obs), 0.0, True, False, info
         if session_error is None:
             try:
                 wob = self._wob()
@@ -264,3 +308,7 @@ class MiniWoBEnv(SandgymEnv):
 
     def close(self) -> None:
         self.session.close()
+
+    def abort(self) -> None:
+        """From another thread: kill the browser, the app and this thread's Playwright driver."""
+        self.session.abort()

@@ -89,6 +89,8 @@ class BrowserSession:
         self.page: Page | None = None
         self.broken: str | None = None
         self.launch_s = 0.0
+        self._launching: BrowserSandbox | None = None
+        self._aborted = False
 
     @property
     def origin(self) -> str:
@@ -105,15 +107,20 @@ class BrowserSession:
         if self.sandbox is not None and self.sandbox.alive:
             return
         self.close()
+        self._aborted = False
         t0 = time.perf_counter()
         last: Exception | None = None
         for _ in range(LAUNCH_ATTEMPTS):
-            sandbox = BrowserSandbox(self.app, drop_to=self.drop_to)
+            if self._aborted:
+                raise SessionBroken("aborted while the browser was starting")
+            sandbox = self._launching = BrowserSandbox(self.app, drop_to=self.drop_to)
             try:
                 browser = sandbox.start()
             except SandboxError as e:
                 last = e
                 continue
+            finally:
+                self._launching = None
             browser.on("disconnected", lambda _b: self._mark_broken("the browser disconnected"))
             self.sandbox = sandbox
             self.launch_s = time.perf_counter() - t0
@@ -153,6 +160,15 @@ class BrowserSession:
         if self.sandbox is not None:
             self.sandbox.close()
             self.sandbox = None
+
+    def abort(self) -> None:
+        """From any thread: kill the browser (or the one starting), its app and
+        the Playwright driver, so that a call blocked in Playwright fails."""
+        self._aborted = True
+        self._mark_broken("the browser was killed: the episode's deadline passed, or the run was interrupted")
+        for sandbox in (self._launching, self.sandbox):
+            if sandbox is not None:
+                sandbox.kill()
 
     # -- observation -------------------------------------------------------------------------
 

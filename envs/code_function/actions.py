@@ -18,9 +18,13 @@ import ast
 import re
 from dataclasses import dataclass
 
-FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
-# A reply cut off inside its code block (a length limit) still counts.
-OPEN_FENCE = re.compile(r"```[ \t]*(?:python3?|py)?[ \t]*\n(.*)\Z", re.DOTALL)
+# A fence is ``` then an info string to the end of its line (the language
+# is its first word), the body, and the next ```. Found with str.find, in
+# linear time: a regular expression for it backtracks quadratically on
+# hostile text (a long run of backticks), seconds per kilobyte.
+_LANG = re.compile(r"[A-Za-z0-9_+-]*")
+# The info strings that may open a block cut off at the end (a reply that hit a length limit).
+OPEN_INFO = ("", "py", "python", "python3")
 
 
 @dataclass(frozen=True)
@@ -31,11 +35,54 @@ class ParsedAction:
     any_code: bool = False  # the action held code, usable or not
 
 
+def fenced_blocks(text: str) -> tuple[list[tuple[str, str]], str]:
+    """([(language, body), ...] of the closed fenced blocks, in order; the
+    text with those blocks taken out). Linear in the text's length."""
+    blocks: list[tuple[str, str]] = []
+    rest: list[str] = []
+    pos = 0
+    while True:
+        start = text.find("```", pos)
+        if start == -1:
+            break
+        newline = text.find("\n", start + 3)
+        if newline == -1:  # no later fence can open either
+            break
+        close = text.find("```", newline + 1)
+        if close == -1:  # nor close
+            break
+        info = text[start + 3 : newline].lstrip(" \t")
+        lang = _LANG.match(info)
+        blocks.append((lang.group(0) if lang else "", text[newline + 1 : close]))
+        rest.append(text[pos:start])
+        pos = close + 3
+    rest.append(text[pos:])
+    return blocks, "".join(rest)
+
+
+def open_block(text: str) -> str | None:
+    """The body of a block opened and never closed (``` or ```python on a
+    line of its own, the rest of the text after it), or None."""
+    offset = 0
+    for line in text.split("\n")[:-1]:  # a fence line needs a newline after it
+        stripped = line.rstrip(" \t")
+        starts = []
+        for word in OPEN_INFO:
+            if stripped.endswith(word):
+                head = stripped[: len(stripped) - len(word)].rstrip(" \t")
+                if head.endswith("```"):
+                    starts.append(len(head) - 3)
+        if starts:
+            return text[offset + len(line) + 1 :]
+        offset += len(line) + 1
+    return None
+
+
 def defines(code: str, name: str) -> bool | None:
     """Whether `code` binds `name` at top level; None if it does not parse."""
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # nested too deeply for the parser
         return None
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
@@ -52,14 +99,15 @@ def defines(code: str, name: str) -> bool | None:
 
 def extract_code(text: str, entry_point: str) -> tuple[str | None, str]:
     """(code, problem): the code to run, or None and why there is none."""
-    blocks = [(lang.lower(), body) for lang, body in FENCE.findall(text)]
+    found, rest = fenced_blocks(text)
+    blocks = [(lang.lower(), body) for lang, body in found]
     python = [body for lang, body in blocks if lang in ("python", "py", "python3")]
     bare = [body for lang, body in blocks if lang == ""]
-    unclosed = OPEN_FENCE.search(FENCE.sub("", text))
+    unclosed = open_block(rest)
     if python or bare:
         code = (python or bare)[-1]
-    elif unclosed:
-        code = unclosed.group(1)
+    elif unclosed is not None:
+        code = unclosed
     elif defines(text, entry_point):
         code = text
     else:

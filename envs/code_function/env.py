@@ -8,20 +8,22 @@ always a submission). Verification always happens in a fresh sandbox.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
 
 from gymnasium import spaces
+from pydantic import BaseModel, ConfigDict, Field
 
-from sandgym.envs.base import SandgymEnv
-from sandgym.outcomes import Outcome
+from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
+from sandgym.outcomes import Outcome, retry_delay
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.code_function import CodeTaskPair
 from sandgym.verifiers.code_function.host import boundary_mount, candidate_isolation, run_examples, verify
-from sandgym.verifiers.models import RewardScheme, Verdict
+from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
 from .actions import parse_action
 
@@ -55,6 +57,19 @@ def render_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
     return "\n\n".join(parts)
 
 
+class CodeFunctionOptions(BaseModel):
+    """The env's options (make() kwargs, `-o KEY=VALUE`), checked strictly up front."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    mode: Literal["single", "multi"] = "single"
+    max_turns: int = Field(5, ge=1, le=1000)
+    reward: Literal["binary", "pass_rate"] = "binary"
+    verifier_retries: int = Field(2, ge=0, le=10)
+    max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
+    render_mode: Literal["ansi"] | None = None
+
+
 class CodeFunctionEnv(SandgymEnv):
     """See the module docstring. `info` after the last step holds `outcome`,
     `reward_valid` (False for infrastructure errors, whose reward 0.0 is not
@@ -72,15 +87,18 @@ class CodeFunctionEnv(SandgymEnv):
         reward: RewardScheme = "binary",
         verifier_retries: int = 2,
         render_mode: str | None = None,
+        max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
     ):
-        if mode not in ("single", "multi"):
-            raise ValueError(f"mode must be 'single' or 'multi', got {mode!r}")
-        if reward not in ("binary", "pass_rate"):
-            raise ValueError(f"reward must be 'binary' or 'pass_rate', got {reward!r}")
-        if max_turns < 1:
-            raise ValueError(f"max_turns must be at least 1, got {max_turns}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        opts = check_options(
+            CodeFunctionOptions,
+            mode=mode,
+            max_turns=max_turns,
+            reward=reward,
+            verifier_retries=verifier_retries,
+            max_action_chars=max_action_chars,
+            render_mode=render_mode,
+        )
+        self.max_action_chars = opts.max_action_chars
         self.task_set = load_task_set(tasks)
         self._owns_runtime = isinstance(runtime, str)
         self.runtime = get_runtime(runtime) if isinstance(runtime, str) else runtime
@@ -100,6 +118,8 @@ class CodeFunctionEnv(SandgymEnv):
         self._turn = 0
         self._done = True
         self._obs: dict[str, str] = {}
+        self._aborted = threading.Event()
+        self._verifier_sandbox: Sandbox | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -109,14 +129,17 @@ class CodeFunctionEnv(SandgymEnv):
             "max_turns": self.max_turns,
             "reward": self.reward_scheme,
             "verifier_retries": self.verifier_retries,
+            "max_action_chars": self.max_action_chars,
         }
 
     # -- gymnasium API ---------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._done = True  # a reset that fails (an unknown task id) leaves no episode running
+        self._close_sandbox()
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
-        self._close_sandbox()
+        self._aborted.clear()
         self.task = CodeTaskPair.of(task)
         self._turn, self._done = 0, False
         self._last_code = self.submitted_code = self.artifact = None
@@ -128,11 +151,20 @@ class CodeFunctionEnv(SandgymEnv):
     def step(self, action: str):
         if self._done or self.task is None:
             raise RuntimeError("the episode is over (or never began): call reset() first")
-        if not isinstance(action, str):
-            raise TypeError(f"an action is text (str), got {type(action).__name__}")
         self._turn += 1
-        parsed = parse_action(action, self.task.visible.entry_point, self.mode == "multi")
         final_turn = self._turn >= self.max_turns
+        refused = action_problem(action, self.max_action_chars)
+        if refused is not None:
+            # The policy's mistake, answered like an action with no code: the
+            # turn is used (a single-turn episode ends failed); an oversized
+            # action ends the episode.
+            problem, ends = refused
+            if ends:
+                return self._finish(None, problem.removesuffix(": the episode ends here"))
+            if final_turn:
+                return self._finish(self._last_code, problem)
+            return self._observe(f"{problem}. Turn {self._turn} of {self.max_turns}.", "invalid")
+        parsed = parse_action(action, self.task.visible.entry_point, self.mode == "multi")
         if parsed.submit or final_turn:
             # An action with no code at all submits the code run last.
             code = parsed.code if parsed.any_code else self._last_code
@@ -141,9 +173,32 @@ class CodeFunctionEnv(SandgymEnv):
             return self._observe(f"{parsed.problem}. Turn {self._turn} of {self.max_turns}.", "invalid")
         self._last_code = parsed.code
         t0 = time.perf_counter()
-        feedback = run_examples(self._agent_sandbox(), self.task, parsed.code, candidate_isolation(self.runtime))
+        try:
+            feedback = self._run_examples(parsed.code)
+        except SandboxError as e:
+            # The agent's sandbox failed, again and again: infrastructure, not the model.
+            self.timings["exec_s"] += time.perf_counter() - t0
+            return self._finish_env_error(f"the agent's sandbox failed: {e}")
         self.timings["exec_s"] += time.perf_counter() - t0
         return self._observe(f"{feedback}\n\nTurn {self._turn} of {self.max_turns}.", "run")
+
+    def _run_examples(self, code: str) -> str:
+        """The visible examples run in the agent's sandbox. A sandbox that
+        dies under the run (its agent killed) is replaced and the run tried
+        again after a backoff (`verifier_retries` times); SandboxError if it
+        keeps failing."""
+        assert self.task is not None
+        for n in range(self.verifier_retries + 1):
+            if self._aborted.is_set():
+                raise SandboxError("aborted: the episode's deadline passed, or the run was interrupted")
+            sandbox = self._agent_sandbox()
+            feedback = run_examples(sandbox, self.task, code, candidate_isolation(self.runtime))
+            if sandbox.alive:
+                return feedback
+            self._close_sandbox()
+            if n < self.verifier_retries:
+                self._aborted.wait(retry_delay(n, 0.5, 8.0))
+        raise SandboxError(feedback)
 
     # -- what the harness's oracle and null policies play ---------------------
 
@@ -205,6 +260,14 @@ class CodeFunctionEnv(SandgymEnv):
         if self._owns_runtime:
             self.runtime.close()
 
+    def abort(self) -> None:
+        """From another thread: cut off the agent's and the verifier's sandboxes
+        (a run or a verification blocked in them returns as env_error)."""
+        self._aborted.set()
+        for sandbox in (self._sandbox, self._verifier_sandbox):
+            if sandbox is not None:
+                sandbox.abort()
+
     # -- internals -----------------------------------------------------------------
 
     def _info(self, **extra: Any) -> dict[str, Any]:
@@ -232,6 +295,28 @@ class CodeFunctionEnv(SandgymEnv):
                 pass
             self._sandbox = None
 
+    def _watch_verifier(self, sandbox: Sandbox | None) -> None:
+        self._verifier_sandbox = sandbox
+        if sandbox is not None and self._aborted.is_set():
+            sandbox.abort()
+
+    def _finish_env_error(self, detail: str):
+        """End the episode as `env_error`: the infrastructure failed, nothing was judged."""
+        assert self.task is not None
+        self._done = True
+        self._close_sandbox()
+        self.submitted_code = self.artifact = None
+        self.last_verdict = Verdict(
+            verifier_version="none",
+            outcome=Outcome.ENV_ERROR,
+            detail=detail,
+            attempts=[Attempt(outcome=Outcome.ENV_ERROR, detail=detail)],
+        )
+        info = self._info(tool="run", outcome=Outcome.ENV_ERROR.value, reward_valid=False, pass_rate=0.0, tests=[])
+        feedback = self._verdict_text(self.last_verdict) + f" ({detail[:300]})"
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        return dict(self._obs), 0.0, True, False, info
+
     def _finish(self, code: str | None, problem: str):
         assert self.task is not None
         self._done = True
@@ -243,7 +328,9 @@ class CodeFunctionEnv(SandgymEnv):
             )
             feedback = f"{problem}. The episode is over: nothing was verified."
         else:
-            self.last_verdict = verify(self.task, code, self.runtime, retries=self.verifier_retries)
+            self.last_verdict = verify(
+                self.task, code, self.runtime, retries=self.verifier_retries, watch=self._watch_verifier
+            )
             feedback = self._verdict_text(self.last_verdict)
         self.timings["verify_s"] = self.last_verdict.verify_s
         verdict = self.last_verdict

@@ -11,6 +11,7 @@ from sandgym.specs.base import (
     TaskSet,
     TaskSetMeta,
     TaskSpecError,
+    UnknownTask,
     VisibleSpec,
     _json_data,
     _Strict,
@@ -22,6 +23,7 @@ from sandgym.specs.base import (
     format_validation_error,
     json_schemas,
     load_family_task_set,
+    load_yaml_text,
     make_pair,
     resolve_task_set,
 )
@@ -33,6 +35,7 @@ __all__ = [
     "TaskSet",
     "TaskSetMeta",
     "TaskSpecError",
+    "UnknownTask",
     "VisibleSpec",
     "_json_data",
     "_Strict",
@@ -44,6 +47,7 @@ __all__ = [
     "format_validation_error",
     "json_schemas",
     "load_family_task_set",
+    "load_yaml_text",
     "make_pair",
     "resolve_task_set",
 ]

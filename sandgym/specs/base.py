@@ -45,6 +45,13 @@ class TaskSpecError(SandgymError, ValueError):
     """A task spec file is malformed; the message names the file and field."""
 
 
+class UnknownTask(SandgymError, KeyError):
+    """A task id that is not in the task set; the message lists some that are."""
+
+    def __str__(self) -> str:  # KeyError would show the message's repr
+        return str(self.args[0]) if self.args else ""
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -149,17 +156,134 @@ def format_validation_error(where: str | Path, err: ValidationError) -> str:
     return "\n".join(lines)
 
 
-# libyaml's parser when PyYAML has it: the same safe subset, ~10x faster.
-_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Limits on a task file: what a hostile one could otherwise spend (a YAML
+# "billion laughs" expands aliases into a billion nodes; deep nesting
+# exhausts the stack). Bundled task files are below 64 KiB, nest < 10 deep.
+MAX_SPEC_BYTES = 16 << 20
+MAX_SPEC_DEPTH = 64
+MAX_SPEC_NODES = 500_000
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class YAMLRefused(yaml.YAMLError):
+    """YAML that parses but that a task file may not hold (aliases, too deep, too many nodes)."""
+
+
+class _Guard(yaml.composer.Composer):
+    """A composer that refuses anchors and aliases (so no alias can expand
+    into a billion nodes), nesting deeper than MAX_SPEC_DEPTH, more than
+    MAX_SPEC_NODES nodes, and strings that are no Unicode (lone surrogates
+    from \\ud800 escapes)."""
+
+    def __init__(self) -> None:
+        yaml.composer.Composer.__init__(self)
+        self._depth = 0
+        self._nodes = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()  # type: ignore[attr-defined]
+        where = f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
+        if isinstance(event, yaml.AliasEvent):
+            raise YAMLRefused(
+                f"a YAML alias (*{event.anchor}) at {where}: anchors and aliases are not allowed "
+                "in task files; write the value out"
+            )
+        if event.anchor is not None:
+            raise YAMLRefused(
+                f"a YAML anchor (&{event.anchor}) at {where}: anchors and aliases are not allowed "
+                "in task files; write the value out"
+            )
+        self._nodes += 1
+        if self._nodes > MAX_SPEC_NODES:
+            raise YAMLRefused(f"more than {MAX_SPEC_NODES:,} values (at {where}); a task file must be smaller")
+        if isinstance(event, yaml.ScalarEvent):
+            bad = _SURROGATE.search(event.value)
+            if bad:
+                raise YAMLRefused(
+                    f"a string at {where} holds a lone surrogate (U+{ord(bad.group()):04X}), which is not Unicode text"
+                )
+            return super().compose_node(parent, index)
+        self._depth += 1
+        try:
+            if self._depth > MAX_SPEC_DEPTH:
+                raise YAMLRefused(f"nesting deeper than {MAX_SPEC_DEPTH} levels at {where}")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+if hasattr(yaml, "CSafeLoader"):  # libyaml's parser when PyYAML has it: the same safe subset, ~10x faster
+    import yaml.cyaml
+
+    CParser: Any = yaml.cyaml.CParser  # type: ignore[attr-defined]
+
+    class _Loader(_Guard, CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
+        def __init__(self, stream: str) -> None:
+            CParser.__init__(self, stream)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            _Guard.__init__(self)
+
+else:  # pragma: no cover - PyYAML without libyaml
+
+    class _Loader(  # type: ignore[no-redef]
+        _Guard,
+        yaml.reader.Reader,
+        yaml.scanner.Scanner,
+        yaml.parser.Parser,
+        yaml.constructor.SafeConstructor,
+        yaml.resolver.Resolver,
+    ):
+        def __init__(self, stream: str) -> None:
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+            yaml.constructor.SafeConstructor.__init__(self)
+            yaml.resolver.Resolver.__init__(self)
+            _Guard.__init__(self)
+
+
+def load_yaml_text(text: str) -> Any:
+    """YAML text as data, through the guarded safe loader (no anchors or
+    aliases, bounded depth and size). Raises yaml.YAMLError (YAMLRefused for
+    what the guard refuses)."""
+    if len(text) > MAX_SPEC_BYTES:
+        raise YAMLRefused(f"{len(text):,} characters; the limit is {MAX_SPEC_BYTES:,}")
+    bad = _SURROGATE.search(text)
+    if bad:  # text decoded with surrogateescape (a command-line argument that is not UTF-8)
+        raise YAMLRefused(f"not Unicode text: a lone surrogate (U+{ord(bad.group()):04X}) at character {bad.start()}")
+    loader = _Loader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def _load_yaml(path: Path) -> Any:
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_YamlLoader)
-    except yaml.YAMLError as e:
-        raise TaskSpecError(f"{path}: not valid YAML: {e}") from e
+        size = path.stat().st_size
+        if size > MAX_SPEC_BYTES:
+            raise TaskSpecError(
+                f"{path}: {size:,} bytes; a task file may hold at most {MAX_SPEC_BYTES:,} "
+                "(keep large data out of task specs)"
+            )
+        raw = path.read_bytes()
     except OSError as e:
-        raise TaskSpecError(f"{path}: cannot read: {e.strerror}") from e
+        raise TaskSpecError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TaskSpecError(
+            f"{path}: not UTF-8 text ({e.reason} at byte offset {e.start}); save the file as UTF-8"
+        ) from None
+    try:
+        return load_yaml_text(text)
+    except YAMLRefused as e:
+        raise TaskSpecError(f"{path}: refused: {e}") from None
+    except yaml.YAMLError as e:
+        raise TaskSpecError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    except (RecursionError, MemoryError) as e:
+        raise TaskSpecError(f"{path}: too large or too deeply nested to read ({type(e).__name__})") from None
 
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -211,7 +335,7 @@ class TaskSet:
             return self._by_id[task_id]
         except KeyError:
             shown = ", ".join(self.ids[:10]) + (" ..." if len(self) > 10 else "")
-            raise KeyError(f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}") from None
+            raise UnknownTask(f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}") from None
 
     @classmethod
     def load(cls, folder: str | Path) -> TaskSet:

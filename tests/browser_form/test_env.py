@@ -212,7 +212,12 @@ def test_check_env_and_make(env):
     check_env(env, skip_render_check=True)
     made = gym.make("sandgym/BrowserForm-v0", max_steps=7)
     try:
-        assert made.unwrapped.config == {"max_steps": 7, "verifier_retries": 2, "screenshot": False}
+        assert made.unwrapped.config == {
+            "max_steps": 7,
+            "verifier_retries": 2,
+            "screenshot": False,
+            "max_action_chars": 1 << 20,
+        }
         assert made.unwrapped.reward_scheme == "binary"
         with pytest.raises(ValueError, match="task_id"):
             made.reset(options={"task": "x"})

@@ -445,11 +445,67 @@ def test_step_before_reset_raises(make):
         env.unwrapped.step(fence(ADD_OK))
 
 
-def test_non_text_action(make):
+@pytest.mark.parametrize("action", [42, {"tool": "bash", "command": "ls"}, ["x"], None])
+def test_an_action_that_is_not_text_is_the_policys_mistake(make, action):
+    # Not an env_error with a traceback: the turn is used, and a single-turn
+    # episode ends failed, saying what an action is.
     env = make()
     env.reset(options={"task_id": "add"})
-    with pytest.raises(TypeError, match="str"):
-        env.unwrapped.step(42)
+    obs, reward, terminated, _, info = env.unwrapped.step(action)
+    assert terminated and reward == 0.0 and info["outcome"] == "failed" and info["reward_valid"]
+    assert "an action is text (a str)" in obs["feedback"]
+
+
+def test_an_action_that_is_not_text_uses_a_turn_in_multi_mode(make):
+    env = make(mode="multi", max_turns=3)
+    env.reset(options={"task_id": "add"})
+    obs, _, terminated, _, info = env.unwrapped.step({"code": "x"})
+    assert not terminated and info["tool"] == "invalid" and "an action is text" in obs["feedback"]
+    obs, reward, terminated, _, info = env.step("SUBMIT\n" + fence(ADD_OK))
+    assert terminated and info["outcome"] == "passed"
+
+
+def test_an_action_with_a_lone_surrogate_is_refused_not_crashed(make):
+    env = make()
+    env.reset(options={"task_id": "add"})
+    obs, _, terminated, _, info = env.unwrapped.step(fence("def add(a, b):\n    return '\ud800'\n"))
+    assert terminated and info["outcome"] == "failed" and "not valid Unicode" in obs["feedback"]
+
+
+@pytest.mark.parametrize("mode", ["single", "multi"])
+def test_an_oversized_action_ends_the_episode_failed(make, mode):
+    env = make(mode=mode, max_action_chars=1000)
+    env.reset(options={"task_id": "add"})
+    obs, reward, terminated, _, info = env.unwrapped.step(fence(ADD_OK) + "#" * 2000)
+    assert terminated and info["outcome"] == "failed" and reward == 0.0
+    assert "the limit is 1,000" in obs["feedback"] and "max_action_chars" in obs["feedback"]
+    assert env.unwrapped.last_verdict.verifier_version == "none"  # nothing was run
+
+
+def test_an_action_at_the_limit_is_taken(make):
+    env = make(max_action_chars=len(fence(ADD_OK)))
+    env.reset(options={"task_id": "add"})
+    assert env.step(fence(ADD_OK))[4]["outcome"] == "passed"
+
+
+def test_a_failed_reset_leaves_the_env_usable_through_gymnasium_make(make):
+    # gymnasium's own env checker breaks after a first reset that raises;
+    # sandgym registers its envs with one that does not.
+    env = make()
+    with pytest.raises(KeyError, match="unknown task id 'nope'"):
+        env.reset(options={"task_id": "nope"})
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(fence(ADD_OK))
+    env.reset(options={"task_id": "add"})
+    assert env.step(fence(ADD_OK))[4]["outcome"] == "passed"
+    # A failed reset in the middle of an episode ends that episode.
+    env.reset(options={"task_id": "add"})
+    with pytest.raises(ValueError, match="unknown reset option"):
+        env.reset(options={"bogus": 1})
+    with pytest.raises(RuntimeError, match="call reset"):
+        env.step(fence(ADD_OK))
+    env.reset(options={"task_id": "add"})
+    assert env.step(fence(ADD_OK))[4]["outcome"] == "passed"
 
 
 @pytest.mark.parametrize(
@@ -459,6 +515,11 @@ def test_non_text_action(make):
         ({"reward": "x"}, "reward"),
         ({"max_turns": 0}, "max_turns"),
         ({"render_mode": "human"}, "render_mode"),
+        ({"verifier_retries": "abc"}, "verifier_retries"),
+        ({"verifier_retries": -1}, "verifier_retries"),
+        ({"max_turns": "3"}, "max_turns"),
+        ({"max_turns": True}, "max_turns"),
+        ({"max_action_chars": 0}, "max_action_chars"),
     ],
 )
 def test_bad_kwargs(task_dir, runtime, kwargs, field):

@@ -200,9 +200,19 @@ def test_eval_replay_in_order(task_dir, tmp_path):
     assert summary["reward_mean"] == pytest.approx(0.5)
 
 
-def test_eval_replay_with_no_matching_task_scores_nothing(task_dir, tmp_path):
+def test_eval_replay_with_an_unknown_task_is_refused_naming_the_line(task_dir, tmp_path):
     replay = tmp_path / "replay.jsonl"
-    replay.write_text(json.dumps({"task_id": "other", "actions": ["x"]}) + "\n")
+    replay.write_text("\n" + json.dumps({"task_id": "other", "actions": ["x"]}) + "\n")
+    out = tmp_path / "run"
+    result = run_eval(task_dir, out, "--policy", f"replay:{replay}")
+    assert result.exit_code == 2
+    assert says(result, "line 2", "'other'", "not in task set")
+    assert not (out / "trajectories.jsonl").exists()
+
+
+def test_eval_replay_with_no_line_for_any_task_scores_nothing(task_dir, tmp_path):
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("\n")
     out = tmp_path / "run"
     result = run_eval(task_dir, out, "--policy", f"replay:{replay}")
     assert result.exit_code == 0, result.output

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
 from sandgym.outcomes import Outcome
-from sandgym.runtimes.base import Mount, Runtime, SandboxError, SandboxSpec
+from sandgym.runtimes.base import Mount, Runtime, Sandbox, SandboxError, SandboxSpec
 from sandgym.runtimes.staging import stage_dir
 from sandgym.specs.code_function import CodeTaskPair, Example
 from sandgym.verifiers.models import Attempt, TestResult, Verdict
@@ -115,14 +116,26 @@ def outcome_of(tests: list[TestResult]) -> Outcome:
     return Outcome.FAILED
 
 
-def _attempt(task: CodeTaskPair, code: str, runtime: Runtime, isolation: Candidates) -> Attempt:
+def _attempt(
+    task: CodeTaskPair,
+    code: str,
+    runtime: Runtime,
+    isolation: Candidates,
+    watch: Callable[[Sandbox | None], None] | None = None,
+) -> Attempt:
     nonce = secrets.token_hex(16)
     payload = payload_for(task, code, None, nonce)
     t0 = time.perf_counter()
     try:
         with runtime.create(verifier_spec(task)) as sandbox:
             create_s = sandbox.info.create_s
-            record, problem = run_in_sandbox(sandbox, payload, isolation)
+            if watch is not None:
+                watch(sandbox)
+            try:
+                record, problem = run_in_sandbox(sandbox, payload, isolation)
+            finally:
+                if watch is not None:
+                    watch(None)
     except SandboxError as e:
         return Attempt(outcome=Outcome.ENV_ERROR, detail=str(e), duration_s=time.perf_counter() - t0)
     duration = time.perf_counter() - t0
@@ -160,15 +173,22 @@ def candidate_isolation(runtime: Runtime) -> Candidates:
 
 
 def verify(
-    task: CodeTaskPair, code: str, runtime: Runtime, retries: int = 2, isolation: Candidates | None = None
+    task: CodeTaskPair,
+    code: str,
+    runtime: Runtime,
+    retries: int = 2,
+    isolation: Candidates | None = None,
+    watch: Callable[[Sandbox | None], None] | None = None,
 ) -> Verdict:
     """Judge `code` against the hidden tests of `task`.
 
-    An infrastructure error is retried up to `retries` times; every attempt
-    is kept in the verdict, the first one included.
+    An infrastructure error is retried up to `retries` times (after a
+    backoff); every attempt is kept in the verdict, the first one included.
+    `watch` is told of each verifier sandbox while it runs (and None after),
+    so that the env can abort it from another thread.
     """
     chosen = isolation or candidate_isolation(runtime)
-    attempts = attempts_until_settled(lambda: _attempt(task, code, runtime, chosen), retries)
+    attempts = attempts_until_settled(lambda: _attempt(task, code, runtime, chosen, watch), retries)
     return Verdict.from_attempts(VERIFIER_VERSION, attempts)
 
 
