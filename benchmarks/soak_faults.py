@@ -51,6 +51,7 @@ from tests.core._faults import (  # noqa: E402
     Eval,
     descendants,
     fence,
+    marked_by,
     mixed_replay,
     outcomes,
     read_records,
@@ -193,6 +194,10 @@ def part_a(args, work: Path, tally: Tally, rng: random.Random) -> list[dict]:
         if killer is not None:
             killer.join()
         kids = [p for p, (uid, _) in descendants(os.getpid()).items()]
+        # Sandboxes of this process that are no longer under it: left to init.
+        orphans = sorted(set(marked_by(os.getpid())) - set(kids))
+        if orphans:
+            tally.leaks.append(f"round {n}: sandboxes left to init: {orphans}")
         figures.append(
             {
                 "round": n,
@@ -219,7 +224,9 @@ def settle(run: Eval, tally: Tally, killed: bool) -> None:
     except AssertionError as e:
         tally.leaks.append(f"{run.args}: {e}")
     if killed:
-        subprocess.run([sys.executable, "-m", "sandgym", "gc"], capture_output=True, timeout=300)
+        subprocess.run(
+            [sys.executable, "-m", "sandgym", "gc", "--owner", str(run.pid)], capture_output=True, timeout=300
+        )
     if temp_dirs_of(run.pid):
         tally.leaks.append(f"{run.args}: temp folders left: {temp_dirs_of(run.pid)}")
 

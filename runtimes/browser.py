@@ -169,11 +169,11 @@ def _driver_pid(playwright: Playwright) -> int | None:
         return None
 
 
-def reap_orphans(include_live: bool = False) -> list[int]:
+def reap_orphans(include_live: bool = False, owner_pid: int | None = None) -> list[int]:
     """SIGKILL browser-sandbox processes whose owner (the pid in their
-    SANDGYM_BROWSER_ID) is gone, or every one with include_live. Returns
-    the pids killed. (Normally they die with their owner; this is for what
-    a crash left behind.)"""
+    SANDGYM_BROWSER_ID) is gone, or every one with include_live, or only
+    `owner_pid`'s. Returns the pids killed. (Normally they die with their
+    owner; this is for what a crash left behind.)"""
     killed = []
     me = os.getpid()
     for entry in os.listdir("/proc"):
@@ -186,8 +186,14 @@ def reap_orphans(include_live: bool = False) -> list[int]:
             continue
         for item in env:
             if item.startswith(MARKER_ENV.encode() + b"="):
-                owner = item.split(b"=", 1)[1].split(b"-", 1)[0]
-                if owner.isdigit() and int(owner) != me and (include_live or not pid_alive(int(owner))):
+                owner_of = item.split(b"=", 1)[1].split(b"-", 1)[0]
+                if owner_pid is not None:
+                    doomed = owner_of.isdigit() and int(owner_of) == owner_pid
+                else:
+                    doomed = (
+                        owner_of.isdigit() and int(owner_of) != me and (include_live or not pid_alive(int(owner_of)))
+                    )
+                if doomed:
                     try:
                         os.kill(int(entry), signal.SIGKILL)
                         killed.append(int(entry))
@@ -341,7 +347,12 @@ class BrowserSandbox:
         return a
 
     def _write_wrapper(self) -> None:
-        script = "#!/bin/sh\nexec " + " ".join(shlex.quote(x) for x in self._bwrap_argv()) + ' "$@"\n'
+        # The marker in bubblewrap's own environment too: `sandgym gc` finds it if it outlives its owner.
+        script = (
+            f"#!/bin/sh\nexport {MARKER_ENV}={shlex.quote(self.id)}\nexec "
+            + " ".join(shlex.quote(x) for x in self._bwrap_argv())
+            + ' "$@"\n'
+        )
         self._wrapper.write_text(script)
         os.chmod(self._wrapper, 0o700)
 

@@ -68,11 +68,12 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-def reap_tempdirs(include_live: bool = False, root: str | Path | None = None) -> list[Path]:
+def reap_tempdirs(include_live: bool = False, root: str | Path | None = None, owner: int | None = None) -> list[Path]:
     """Remove what killed sandgym processes left in the temp folder: folders
     named by owned_tempdir() whose owner process is gone (or all of them,
-    with include_live), and half-written copies in the staging folder. Only
-    this user's folders are touched. Returns what was removed."""
+    with include_live; or only `owner`'s), and half-written copies in the
+    staging folder. Only this user's folders are touched. Returns what was
+    removed."""
     from .staging import staging_root
 
     base = Path(root or tempfile.gettempdir())
@@ -100,12 +101,76 @@ def reap_tempdirs(include_live: bool = False, root: str | Path | None = None) ->
                 continue
         except OSError:
             continue
-        if pid == os.getpid() or (not include_live and pid_alive(pid)):
+        if owner is not None:
+            if pid != owner:
+                continue
+        elif pid == os.getpid() or (not include_live and pid_alive(pid)):
             continue
         shutil.rmtree(path, ignore_errors=True)
         if not path.exists():
             removed.append(path)
     return removed
+
+
+OWNER_ENV = "SANDGYM_OWNER"  # in every bubblewrap process's environment: the pid that started it
+_AGENT_ARG = "/opt/sandgym/agent/agent.py"
+
+
+def _environ(pid: int) -> list[bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def marked(mark: str) -> list[int]:
+    """The processes whose environment carries SANDGYM_OWNER=`mark`."""
+    needle = f"{OWNER_ENV}={mark}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and needle in _environ(int(entry)):
+            found.append(int(entry))
+    return found
+
+
+def reap_sandboxes(include_live: bool = False, owner: int | None = None) -> list[int]:
+    """SIGKILL local sandboxes (their bubblewrap process and everything under
+    it) whose owner is gone: those whose SANDGYM_OWNER names a dead process
+    (or `owner`, or any, with include_live), and, with no `owner` given, any
+    bubblewrap process running sandgym's agent that was left to init (a
+    live owner is always its parent). Returns the pids killed."""
+    killed = []
+    me = os.getpid()
+    needle = OWNER_ENV.encode() + b"="
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        pid = int(entry)
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() not in ("bwrap", "setpriv"):
+                    continue
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if _AGENT_ARG.encode() not in cmdline:
+            continue
+        marks = [item[len(needle) :].split(b"-", 1)[0] for item in _environ(pid) if item.startswith(needle)]
+        mark = int(marks[0]) if marks and marks[0].isdigit() else None
+        if owner is not None:
+            doomed = mark == owner
+        elif mark is not None:
+            doomed = mark != me and (include_live or not pid_alive(mark))
+        else:
+            doomed = ppid == 1
+        if doomed:
+            _kill_tree(pid)
+            killed.append(pid)
+    return killed
 
 
 def children(pid: int) -> list[int]:
@@ -198,7 +263,19 @@ class _BwrapProcess:
         host_sock, child_sock = socket.socketpair()
         self.stderr = tempfile.TemporaryFile()
         try:
-            self.proc = _popen(argv, stdin=child_sock, stdout=child_sock, stderr=self.stderr, close_fds=True)
+            # A mark (the owner's pid, then a token) in bubblewrap's own
+            # environment (the sandbox itself gets --clearenv): close() finds a
+            # bubblewrap child orphaned during setup, `sandgym gc` the sandboxes
+            # of a process that is gone.
+            self.mark = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+            self.proc = _popen(
+                argv,
+                stdin=child_sock,
+                stdout=child_sock,
+                stderr=self.stderr,
+                close_fds=True,
+                env={**os.environ, OWNER_ENV: self.mark},
+            )
         finally:
             child_sock.close()
         self.sock = host_sock
@@ -216,10 +293,16 @@ class _BwrapProcess:
             ready, _ = self.channel.read_reply(READY_TIMEOUT_S)
             if not ready.get("ready"):
                 raise SandboxError(f"unexpected first message {ready!r}")
-        except (SandboxError, ValueError) as e:
+        except (SandboxError, ValueError, OSError) as e:
+            # OSError: the agent was killed while starting (a reset connection).
+            # The bubblewrap process is killed here: one whose child died before
+            # it finished setting up waits forever, and outlives its owner.
             detail = self.stderr_text()
             self.close(False)
             raise SandboxError(f"could not start {describe}: {e}{': ' + detail if detail else ''}") from e
+        except BaseException:
+            self.close(False)
+            raise
 
     def close(self, clean: bool) -> None:
         self.sock.close()
@@ -228,6 +311,11 @@ class _BwrapProcess:
         except subprocess.TimeoutExpired:
             _kill_tree(self.proc.pid)
             self.proc.wait()
+        if not clean:
+            # bubblewrap killed while setting up leaves its child (not yet tied
+            # to it by --die-with-parent) to init, waiting forever: find it by mark.
+            for pid in marked(self.mark):
+                _kill_tree(pid)
         self.stderr.close()
 
 

@@ -618,27 +618,36 @@ def images_list_cmd():
 
 
 @app.command("gc")
-def gc_cmd(all_: bool = typer.Option(False, "--all", help="Also remove what belongs to live processes.")):
+def gc_cmd(
+    all_: bool = typer.Option(False, "--all", help="Also remove what belongs to live processes."),
+    owner: int | None = typer.Option(
+        None, "--owner", min=1, help="Only what the process with this pid left (e.g. a run you killed)."
+    ),
+):
     """Remove what crashed or killed runs left behind, for every backend.
 
-    Temporary folders named after a process that is gone (browser sandboxes,
-    database snapshots, staging copies half-written), browser-sandbox
-    processes whose owner is gone, and (when the Docker Engine is there)
-    sandbox containers whose owner died or whose expiry passed. Local
-    namespace sandboxes die with the process that made them.
+    Local sandboxes (bubblewrap processes) and browser-sandbox processes
+    whose owner is gone, temporary folders named after a process that is
+    gone (browser sandboxes, database snapshots, staging copies
+    half-written), and (when the Docker Engine is there) sandbox containers
+    whose owner died or whose expiry passed.
     """
     from .runtimes import RuntimeUnavailable
     from .runtimes.browser import reap_orphans
-    from .runtimes.local import reap_tempdirs
+    from .runtimes.local import reap_sandboxes, reap_tempdirs
 
-    killed = reap_orphans(include_live=all_)
-    folders = reap_tempdirs(include_live=all_)
+    sandboxes = reap_sandboxes(include_live=all_, owner=owner)
+    killed = reap_orphans(include_live=all_, owner_pid=owner)
+    folders = reap_tempdirs(include_live=all_, owner=owner)
     console.print(
-        f"killed {len(killed)} orphaned browser-sandbox process(es); removed {len(folders)} temporary folder(s)"
+        f"killed {len(sandboxes)} orphaned local sandbox(es) and {len(killed)} browser-sandbox process(es); "
+        f"removed {len(folders)} temporary folder(s)"
         + (": " + ", ".join(str(p) for p in folders[:20]) + (" ..." if len(folders) > 20 else "") if folders else ""),
         highlight=False,
         soft_wrap=True,
     )
+    if owner is not None:
+        return  # containers carry their owner too, but `docker` reaps by liveness only
     try:
         from .runtimes.docker import reap
     except ImportError as e:

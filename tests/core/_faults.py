@@ -73,6 +73,27 @@ def alive(pid: int, start: int) -> bool:
     return st is not None and st[1] == start and st[2] != "Z"
 
 
+def marked_by(owner: int) -> list[int]:
+    """Live processes that carry `owner`'s mark in their environment: its
+    local sandboxes' bubblewrap processes (SANDGYM_OWNER) and its browser
+    sandboxes' (SANDGYM_BROWSER_ID), even those left to init so fast that no
+    walk of its process tree saw them."""
+    prefixes = (f"SANDGYM_OWNER={owner}-".encode(), f"SANDGYM_BROWSER_ID={owner}-".encode())
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        st = _stat(int(entry))
+        if st is not None and st[2] != "Z" and any(item.startswith(prefixes) for item in env):
+            found.append(int(entry))
+    return found
+
+
 def wait_for(check: Callable[[], object], what: str, timeout: float = SAFETY_S, every: float = 0.05) -> None:
     deadline = time.monotonic() + timeout
     while not check():
@@ -142,7 +163,8 @@ class Eval:
         return self.log_path.read_text(errors="replace")
 
     def leftover_processes(self) -> list[int]:
-        return [pid for pid, (_, start) in self.seen.items() if alive(pid, start)]
+        seen = [pid for pid, (_, start) in self.seen.items() if alive(pid, start)]
+        return sorted(set(seen) | set(marked_by(self.pid)))
 
     def assert_nothing_left(self, timeout: float = 60.0, temp_dirs: bool = True) -> None:
         """Every process this run started has ended, and (unless it was

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandgym.runtimes.local import owned_tempdir
+from sandgym.runtimes.local import owned_tempdir, reap_tempdirs
 from sandgym.specs import TaskSet, bundled_task_set
 
 from ._faults import (
@@ -36,6 +36,7 @@ from ._faults import (
     error_lines,
     fence,
     kill_sandboxes_for,
+    marked_by,
     mixed_replay,
     outcomes,
     read_records,
@@ -189,6 +190,59 @@ def test_a_sandbox_backend_down_for_seconds_is_retried_not_scored(clean, tmp_pat
         again = Eval(tmp_path, "--policy", f"replay:{replay}", "--out", "out", "-j", "2", "--resume")
         assert again.wait() == 0, again.output()
     assert outcomes(traj) == expected
+
+
+KILL_WHILE_STARTING = """
+import os, signal, sys, threading, time
+sys.path.insert(0, {root!r})
+from sandgym.runtimes import SandboxError
+from sandgym.runtimes.local import LocalRuntime
+from tests.core._faults import SANDBOX_UID, descendants
+rt = LocalRuntime(zygote={zygote})
+stop = threading.Event()
+def kill():
+    while not stop.is_set():
+        for pid, (uid, _) in descendants(os.getpid()).items():
+            if uid == SANDBOX_UID:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        time.sleep(0.003)
+killer = threading.Thread(target=kill)
+killer.start()
+made = failed = 0
+end = time.monotonic() + 4
+while time.monotonic() < end:
+    try:
+        rt.create().close()
+        made += 1
+    except SandboxError:
+        failed += 1
+stop.set()
+killer.join()
+rt.create().close()  # the runtime recovers
+rt.close()
+print(made, failed)
+"""
+
+
+@pytest.mark.parametrize("zygote", [True, False])
+def test_sandboxes_killed_while_starting_leave_nothing(tmp_path, zygote):
+    # bubblewrap killed while it sets a sandbox up leaves its child to init,
+    # waiting forever; the runtime finds it by the mark it gave it.
+    root = str(Path(__file__).resolve().parents[2])
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILL_WHILE_STARTING.format(root=root, zygote=zygote)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = child.communicate(timeout=300)
+    assert child.returncode == 0, err[-3000:]
+    made, failed = map(int, out.split())
+    assert failed > 0 and made + failed > 0  # the fault hit
+    wait_for(lambda: not marked_by(child.pid), "the sandboxes it started to end", 30)
 
 
 # -- the output folder -------------------------------------------------------------------------
@@ -467,9 +521,11 @@ def test_gc_removes_what_a_killed_browser_run_left(tmp_path):
     left = temp_dirs_of(run.pid)
     assert any("sandgym-browser-" in p.name for p in left), left
     run.assert_nothing_left(temp_dirs=False)  # the processes die with their owner
-    gc = subprocess.run([sys.executable, "-m", "sandgym", "gc"], capture_output=True, text=True, timeout=120)
+    gc = subprocess.run(
+        [sys.executable, "-m", "sandgym", "gc", "--owner", str(run.pid)], capture_output=True, text=True, timeout=120
+    )
     assert gc.returncode == 0, gc.stderr
-    assert temp_dirs_of(run.pid) == []
+    assert temp_dirs_of(run.pid) == [] and marked_by(run.pid) == []
 
 
 def test_gc_removes_temp_folders_of_dead_processes_only(tmp_path):
@@ -479,14 +535,19 @@ def test_gc_removes_temp_folders_of_dead_processes_only(tmp_path):
     theirs = Path(tempfile.mkdtemp(prefix=f"sandgym-browser-{pid}-"))
     (theirs / "state").mkdir()
     (theirs / "state" / "app.sqlite").write_bytes(b"x")
+    again = theirs
     try:
-        gc = subprocess.run([sys.executable, "-m", "sandgym", "gc"], capture_output=True, text=True, timeout=120)
-        assert gc.returncode == 0, gc.stderr
-        assert not theirs.exists() and mine.exists()
-        assert "removed" in gc.stdout
+        removed = reap_tempdirs()
+        assert theirs in removed and not theirs.exists() and mine.exists()
+        again = Path(tempfile.mkdtemp(prefix=f"sandgym-form-snapshots-{pid}-"))
+        gc = subprocess.run(
+            [sys.executable, "-m", "sandgym", "gc", "--owner", str(pid)], capture_output=True, text=True, timeout=120
+        )
+        assert gc.returncode == 0 and not again.exists(), gc.stdout + gc.stderr
+        assert "removed 1 temporary folder" in gc.stdout
     finally:
-        shutil.rmtree(mine, ignore_errors=True)
-        shutil.rmtree(theirs, ignore_errors=True)
+        for path in (mine, theirs, again):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def test_yaml_helper_refuses_what_task_files_refuse():

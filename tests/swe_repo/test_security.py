@@ -611,7 +611,7 @@ def test_plugin_hook_called_with_a_forged_report(rt, rt_guard):
         "    sys.audit('sandgym.swe.record', 'report', {'nodeid': _t, 'when': 'call', 'outcome': 'passed'}, None)\n"
     ).replace("@F2P@", repr(F2P))
     verdict = verify(ROUNDING, make_diff(ROUNDING, with_prefix(ROUNDING, "billing/money.py", attack)), rt)
-    violated(verdict, "forged-record: a record was emitted with /workspace/repo/billing/money.py on the stack")
+    violated(verdict, "forged-record: a record handed to the plugin by /workspace/repo/billing/money.py")
     violated(verdict, "forged-record: a record was handed over by /workspace/repo/billing/money.py")
 
 
@@ -1106,11 +1106,9 @@ def test_records_cross_checks_and_sentinel_rules():
         parse_records([*head, *records, {"kind": "finish", "exitstatus": 1}], run)
         return run
 
-    def call(nodeid, outcome, raised, when="call"):
-        return [
-            {"kind": "call_end", "nodeid": nodeid, "raised": raised},
-            {"kind": "report", "nodeid": nodeid, "when": when, "outcome": outcome},
-        ]
+    def call(nodeid, outcome, raised):
+        # The guard merges what the plugin saw the call do into the call's report.
+        return [{"kind": "report", "nodeid": nodeid, "when": "call", "outcome": outcome, "raised": raised}]
 
     honest = run_of(*call(ok.nodeid, "passed", False), *call(bad.nodeid, "failed", True))
     assert honest.valid and not honest.violations and sentinel_problems(honest, [ok, bad])[0] == []
@@ -1142,3 +1140,6 @@ def test_records_cross_checks_and_sentinel_rules():
 
     twice = run_of(*call(ok.nodeid, "passed", False), *call(ok.nodeid, "passed", False))
     assert any("a second call report" in v for v in twice.violations)
+
+    unseen = run_of(*call(ok.nodeid, "passed", None))
+    assert "reported passed, but its call was not seen" in unseen.violations[0]

@@ -174,7 +174,8 @@ class TestRun:
     violations: list[str] = field(default_factory=list)  # tampering the guard or the records show
     collect_errors: dict[str, str] = field(default_factory=dict)
     details: dict[str, str] = field(default_factory=dict)
-    calls: dict[str, list[bool]] = field(default_factory=dict)  # node id -> raised, per observed call
+    # node id -> per call report, whether the plugin saw the call raise (None: not seen)
+    calls: dict[str, list[bool | None]] = field(default_factory=dict)
     isolation: dict[str, Any] = field(default_factory=dict)
     answer: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
@@ -219,13 +220,14 @@ def parse_records(records: list[dict], run: TestRun) -> None:
             run.collected_ids = [i for i in rec.get("ids", []) if isinstance(i, str)]
         elif kind == "collect_error":
             run.collect_errors[str(rec.get("nodeid"))] = str(rec.get("detail", ""))[-1500:]
-        elif kind == "call_end" and isinstance(rec.get("nodeid"), str):
-            # For plain test functions the plugin also watched pytest's own call of
-            # the function (`inner`): a wrapper in between cannot hide what it raised.
-            unseen = rec.get("needs_inner") is True and rec.get("inner") is not False
-            run.calls.setdefault(rec["nodeid"], []).append(bool(rec.get("raised")) or unseen)
         elif kind == "report" and isinstance(rec.get("nodeid"), str):
             when = str(rec.get("when"))
+            if when == "call":
+                # What the plugin saw the call do (for plain test functions, around
+                # pytest's own call of the function: no wrapper in between can hide
+                # what it raised); None: the call was not seen.
+                seen = rec.get("raised")
+                run.calls.setdefault(rec["nodeid"], []).append(seen if isinstance(seen, bool) else None)
             by_phase = phases.setdefault(rec["nodeid"], {})
             if when in by_phase:
                 run.violations.append(f"records: a second {when} report for {rec['nodeid']}")
@@ -241,10 +243,10 @@ def parse_records(records: list[dict], run: TestRun) -> None:
         # A pass needs the call itself to have passed, not only setup.
         run.statuses[nodeid] = "skipped" if worst == "passed" and "call" not in by_phase else worst
         if by_phase.get("call") == "passed" and run.calls.get(nodeid) != [False]:
-            seen = run.calls.get(nodeid)
+            seen = run.calls.get(nodeid) or []
             run.violations.append(
                 f"records: {nodeid} was reported passed, but its call "
-                + ("raised" if seen and any(seen) else "was not seen" if not seen else "was seen more than once")
+                + ("raised" if True in seen else "was not seen" if None in seen or not seen else "ran more than once")
             )
     run.collected = collected or 0
     problems = []
@@ -757,6 +759,34 @@ def start_info(state: StartState) -> StartInfo:
     return info
 
 
+# -- what a changed file used before the change -------------------------------------------
+
+# API families whose use by the package's changed code the guard reports,
+# unless the file used them before the change (then a fix may keep them).
+FAMILIES = {
+    "gc": re.compile(r"\bgc\b"),
+    "frame": re.compile(r"_getframe|currentframe|\bf_back\b|\binspect\b|_current_frames"),
+    "ctypes": re.compile(r"\bctypes\b|\bcffi\b"),
+    "trace": re.compile(r"settrace|setprofile"),
+    "audit": re.compile(r"addaudithook"),
+    "code": re.compile(r"__code__|CodeType"),
+    "spawn": re.compile(r"subprocess|os\.exec|spawn|os\.system"),
+    "native": re.compile(r"_xxsubinterpreters|_testcapi"),
+    "importhook": re.compile(r"meta_path|path_hooks"),
+}
+
+
+def legacy_families(kept: str, info: StartInfo) -> dict[str, list[str]]:
+    """{path: the API families its start version used} for the files the kept diff touches."""
+    out = {}
+    for section in split_diff(kept):
+        for path in section.paths:
+            text = info.texts.get(path)
+            if text is not None:
+                out[path] = [name for name, pattern in FAMILIES.items() if pattern.search(text)]
+    return out
+
+
 # -- the static scan ------------------------------------------------------------------------
 
 # References that write to or reach into the test machinery: violations when
@@ -869,7 +899,7 @@ def sentinel_problems(run: TestRun, sentinels: list[Sentinel]) -> tuple[list[str
                 problems.append(f"sentinel {s.nodeid} went missing while its module ran")
             continue
         calls = run.calls.get(s.nodeid)
-        if s.must_pass and (got == "failed" or (calls and any(calls))):
+        if s.must_pass and (got == "failed" or (calls and True in calls)):
             problems.append(f"sentinel {s.nodeid}, which must pass, failed")
         if not s.must_pass and got not in ("failed", "error"):
             problems.append(f"sentinel {s.nodeid}, which must fail, was {got}")
@@ -975,6 +1005,7 @@ def _attempt(
                 "test_patch": test_patch or None,
                 "remove": added_paths(test_patch) if test_patch else [],
                 "sentinels": [{"file": s.file, "code": s.code} for s in sentinels],
+                "legacy": legacy_families(kept, info),
                 "protected": sorted(set(info.protected) | patched),
             },
         }

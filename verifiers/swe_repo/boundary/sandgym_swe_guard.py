@@ -87,19 +87,8 @@ MACHINERY = (
 )
 # What runs between the plugin's check before a test's call and the test
 # function, checked at every call; the rest of MACHINERY every FULL_EVERY calls.
-HOT = (
-    "_pytest.python",
-    "_pytest.runner",
-    "_pytest.main",
-    "_pytest.nodes",
-    "_pytest.compat",
-    "_pytest.unittest",
-    "pluggy",
-    "unittest",
-    "sandgym_swe_records",
-    "builtins",
-)
-FULL_EVERY = 8
+HOT = ("_pytest.python", "_pytest.compat", "pluggy", "sandgym_swe_records", "builtins")
+FULL_EVERY = 32
 MUTABLE = {
     "_pytest.assertion.util": ("_reprcompare", "_assertion_pass", "_config"),
     "builtins": ("_",),
@@ -238,6 +227,8 @@ def arm(key, channel_fd, cfg, plugin):
         "package_ran": False,
         "calls": 0,
         "current": None,
+        "called": None,
+        "seen": None,
         "inner": None,
         "seq": 0,
         "violations": 0,
@@ -361,8 +352,7 @@ def arm(key, channel_fd, cfg, plugin):
                 now = _fstat(channel_fd)
                 if (now.st_dev, now.st_ino) != channel_id:
                     _exit(guard_exit)
-                _set_blocking(channel_fd, True)
-                while data:
+                while data:  # (made non-blocking by someone else, a full pipe ends the process too)
                     data = data[_write(channel_fd, data) :]
             except _OSError:
                 _exit(guard_exit)
@@ -400,7 +390,7 @@ def arm(key, channel_fd, cfg, plugin):
         return name in machinery_names or _startswith(name, ("_pytest.", "pluggy.", "unittest."))
 
     def is_hot(name, mod):
-        return name in hot_names or _startswith(name, ("pluggy.", "unittest."))
+        return name in hot_names or _startswith(name, "pluggy.")
 
     def snapshot(select=is_machinery):
         """What the selected modules and classes hold: the mappings, their sizes
@@ -461,6 +451,12 @@ def arm(key, channel_fd, cfg, plugin):
             item_classes[_id(cls)] = (cls, methods_of(cls))
             pending.extend(type.__subclasses__(cls))
     emit_code = _func_code(plugin._emit)
+    per_test = frozenset(("call_start", "pyfunc_end", "call_end", "report"))
+    multicall = set()  # pluggy's caller of every hook implementation (its module moved between versions)
+    for mod_name in ("pluggy._callers", "pluggy._execution"):
+        fn = getattr(sys_modules.get(mod_name), "_multicall", None)
+        if _type(fn) is _FunctionType:
+            _set_add(multicall, _func_code(fn))
     # Frames of these functions are where a record's stack check may stop: what
     # called them was on the stack before any test module was imported
     # (`_main`), or is a hook implementation the call check vets (`runtestprotocol`).
@@ -499,12 +495,24 @@ def arm(key, channel_fd, cfg, plugin):
         snap = frozen[1] if hot else frozen[0]
         if unchanged(snap):
             return True
+        moved = False
         for name, k, now in changes(snap):
             if not (rebase and trusted_value(now)):
                 violation("machinery", f"{name}.{k} was changed while the tests ran ({where})")
                 return False
-        frozen[:] = [snapshot(), snapshot(is_hot)]  # pytest's own changes, or only keys added
+            moved = True
+        if moved or rebase:
+            frozen[:] = [snapshot(), snapshot(is_hot)]  # pytest's own changes, and its new modules
+        else:
+            frozen[:] = [refreshed(frozen[0]), refreshed(frozen[1])]  # only keys were added
         return True
+
+    def refreshed(snap):
+        """`snap` with the same mappings taken again (keys added to some: pytest marks classes)."""
+        mappings, sizes, flat, per_mapping, by_key = snap
+        per_mapping = [(name, m, _list(m), _list(m.values())) for name, m, _k, _v in per_mapping]
+        flat = _list(_chain(_map(_values, mappings)))
+        return mappings, _list(_map(_len, mappings)), flat, per_mapping, by_key
 
     def function_kind(fn):
         """T / X / P / C / U of a callable's code, or '?' when it is not a plain function."""
@@ -667,19 +675,29 @@ def arm(key, channel_fd, cfg, plugin):
         if hook is None or hook.f_code not in plugin_codes:
             violation("forged-record", "the records plugin's emitter was called from outside its hooks")
             return
-        f = hook.f_back
+        rkind, fields, obj = args
+        if _type(rkind) is not _str or _type(fields) is not _dict:
+            violation("forged-record", "a record of an unknown shape")
+            return
+        # The records of every test come through pluggy, and the host believes
+        # them only together (a report with the call records of its test, the
+        # call records with the item and function the guard checks). The rare
+        # ones (configuration, collection, the end) also get the whole stack
+        # checked: no code of the package may be on it.
+        caller_of_hook = hook.f_back
+        if caller_of_hook is None or caller_of_hook.f_code not in multicall:
+            where = fname(caller_of_hook.f_code) if caller_of_hook is not None else "nothing"
+            violation("forged-record", f"a record handed to the plugin by {where}")
+            return
+        f = caller_of_hook if rkind not in per_test else None
         while f is not None:
             if f.f_code in anchors:
-                break  # what is above pytest's session loop was on the stack before any test module loaded
+                break  # what called these was on the stack before any test module loaded, or is vetted
             k = kind(f.f_code)
             if k != "T" and k != "X":
                 violation("forged-record", f"a record was emitted with {fname(f.f_code)} on the stack")
                 return
             f = f.f_back
-        rkind, fields, obj = args
-        if _type(rkind) is not _str or _type(fields) is not _dict:
-            violation("forged-record", "a record of an unknown shape")
-            return
         if rkind == "configured":
             config_dict = _getattribute(obj, "__dict__")
             relay = safe_get(_getattribute(safe_get(config_dict, "pluginmanager"), "__dict__"), "hook")
@@ -718,7 +736,10 @@ def arm(key, channel_fd, cfg, plugin):
             check_machinery("test call", hot=state["calls"] % full_every != 0)
             check_hooks()
             check_item(obj, exact(fields.get("nodeid")), "before its call")
+            d, _ = item_dict(obj)
             state["current"], state["inner"] = obj, None
+            state["called"] = safe_get(d, "_obj") if d is not None else None
+            return  # checks only: the host needs call_end
         elif rkind == "pyfunc_end":
             # The innermost observer: the exception, if any, straight from the
             # test function (nothing of pytest's wrappers in between).
@@ -728,18 +749,28 @@ def arm(key, channel_fd, cfg, plugin):
                 violation("forged-record", "a test function call pytest's runner did not start")
             return  # merged into call_end
         elif rkind == "call_end":
-            check_item(obj, exact(fields.get("nodeid")), "after its call")
             d, _ = item_dict(obj)
-            extra = {"inner": state["inner"] if state["current"] is obj else None}
-            extra["needs_inner"] = is_sub(_type(obj), _Function) and not is_sub(_type(obj), _TestCaseFunction)
+            if state["current"] is not obj or (d is not None and safe_get(d, "_obj") is not state["called"]):
+                violation("item", f"{exact(fields.get('nodeid'))}: the item or its function changed during its call")
+            # What the call did, as the plugin saw it: merged into the call's
+            # report (the host believes a passing report only with it).
+            raised = fields.get("raised") is True
             if d is not None and safe_get(d, "_excinfo") is not None:
-                extra["raised"] = True  # unittest: the failure was recorded, not raised
-            fields = _dict(fields, **extra)
+                raised = True  # unittest: the failure was recorded, not raised
+            plain = is_sub(_type(obj), _Function) and not is_sub(_type(obj), _TestCaseFunction)
+            if plain and (state["current"] is not obj or state["inner"] is not False):
+                raised = True  # the test function raised, or was not seen being called
+            state["seen"] = (exact(fields.get("nodeid")), raised)
             state["current"] = state["inner"] = None
+            return
         elif rkind == "report":
             if _type(obj) is not _TestReport:
                 violation("forged-record", "a test report pytest did not make")
                 return
+            if fields.get("when") == "call":
+                seen, state["seen"] = state["seen"], None
+                nodeid = exact(fields.get("nodeid"))
+                fields = _dict(fields, raised=seen[1] if seen is not None and seen[0] == nodeid else None)
         elif rkind == "finish":
             check_machinery("session end")
             scan_modules("at session end")

@@ -9,7 +9,8 @@ only when it comes from `_emit` called by one of these hooks with no code
 of the package on the stack. Records: `collected` (the items that will
 run), `collect_error`, `call_start` / `call_end` (around each test's call:
 whether it raised, and whether the test function itself raised, seen from
-around pytest's own call of it), `report` (one per test phase), `finish` (pytest's
+around pytest's own call of it), `report` (each call, and each setup or
+teardown that did not pass), `finish` (pytest's
 exit status). Nothing here decides a score; the host does.
 
 Replacing anything here from inside the test process can only silence
@@ -110,6 +111,8 @@ def pytest_pyfunc_call(pyfuncitem):
 
 
 def pytest_runtest_logreport(report):
+    if report.when != "call" and report.passed:
+        return  # a setup or teardown that passed tells the host nothing
     record = {
         "nodeid": report.nodeid,
         "when": report.when,

@@ -32,7 +32,6 @@ import hashlib
 import hmac
 import json
 import os
-import re
 import secrets
 import select
 import shutil
@@ -58,18 +57,6 @@ MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 ST_LOCKED_FLAGS = {os.ST_NOSUID: MS_NOSUID, os.ST_NODEV: MS_NODEV, os.ST_NOEXEC: MS_NOEXEC, os.ST_RDONLY: MS_RDONLY}
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 GIT_ENV = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null", "LANG": "C"}
-# API families a changed file may keep using when its start version used them.
-FAMILIES = {
-    "gc": r"\bgc\b",
-    "frame": r"_getframe|currentframe|\bf_back\b|\binspect\b|_current_frames",
-    "ctypes": r"\bctypes\b|\bcffi\b",
-    "trace": r"settrace|setprofile",
-    "audit": r"addaudithook",
-    "code": r"__code__|CodeType",
-    "spawn": r"subprocess|os\.exec|spawn|os\.system",
-    "native": r"_xxsubinterpreters|_testcapi",
-    "importhook": r"meta_path|path_hooks",
-}
 
 
 class InfraError(Exception):
@@ -125,11 +112,7 @@ def enter_namespaces(repo, noexec, readonly, report):
     _check(lib.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS), "unshare")
     pid = os.fork()
     if pid:
-        for fd in range(3, 1 << 10):  # the relay holds nothing of the run
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        os.closerange(3, 1 << 16)  # the relay holds nothing of the run
         status = os.waitpid(pid, 0)[1]
         code = os.waitstatus_to_exitcode(status)
         os._exit(code if code >= 0 else 128 - code)
@@ -203,13 +186,12 @@ class Launcher:
             enter_namespaces(spec["repo"], spec["noexec"], spec["readonly"], self._report)
         else:
             self._report({"isolation": "process", "proc": False, "readonly": spec["readonly"], "noexec": []})
-        keep = {0, 1, 2, self.channel_w, self.secrets_r, self.status_w}
-        for fd in range(3, 1 << 10):
-            if fd not in keep:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+        keep = sorted({self.channel_w, self.secrets_r, self.status_w})
+        low = 3
+        for fd in keep:
+            os.closerange(low, fd)
+            low = fd + 1
+        os.closerange(low, 1 << 16)
         os.set_inheritable(self.channel_w, True)
         os.set_inheritable(self.secrets_r, True)
         env = dict(spec["env"], SANDGYM_SWE_CHANNEL_FD=str(self.channel_w), SANDGYM_SWE_SECRETS_FD=str(self.secrets_r))
@@ -249,21 +231,18 @@ class Launcher:
 
 
 def manifest(repo):
-    """{relative path: digest} of every non-directory entry under `repo`."""
+    """{relative path: signature} of every non-directory entry under `repo`.
+    Only `git apply` changes the tree between two manifests, and it writes a
+    changed file anew: type, mode, size, inode and mtime tell every change."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(repo):
         for name in dirnames + filenames:
             path = os.path.join(dirpath, name)
-            rel = os.path.relpath(path, repo)
             st = os.lstat(path)
             if stat.S_ISDIR(st.st_mode):
                 continue
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = "symlink:" + os.readlink(path)
-            elif stat.S_ISREG(st.st_mode):
-                out[rel] = f"{oct(st.st_mode & 0o111)}:{sha256_file(path)}"
-            else:
-                out[rel] = f"special:{stat.S_IFMT(st.st_mode)}"
+            kind = "file" if stat.S_ISREG(st.st_mode) else "symlink" if stat.S_ISLNK(st.st_mode) else "special"
+            out[os.path.relpath(path, repo)] = (kind, st.st_mode, st.st_size, st.st_ino, st.st_mtime_ns)
     return out
 
 
@@ -273,15 +252,6 @@ def sha256_file(path):
         while chunk := f.read(1 << 20):
             h.update(chunk)
     return h.hexdigest()
-
-
-def families_of(path):
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            text = f.read()
-    except OSError:
-        return []
-    return [name for name, pattern in FAMILIES.items() if re.search(pattern, text)]
 
 
 def inside(repo, rel):
@@ -311,12 +281,9 @@ def git_apply(repo, work, patch, name):
 def prepare(repo, work, prep, answer):
     """Apply the diff and the test patch, add the sentinels. False: do not run."""
     diff = prep.get("diff")
-    legacy = {}
+    legacy = prep.get("legacy", {})
     if diff:
         before = manifest(repo)
-        for rel in before:
-            if rel.endswith(".py"):
-                legacy[rel] = families_of(os.path.join(repo, rel))
         ok, log = git_apply(repo, work, diff, "agent.diff")
         if not ok:
             answer["apply_failed"] = {"which": "diff", "log": log}
@@ -328,8 +295,8 @@ def prepare(repo, work, prep, answer):
             if old == new:
                 continue
             what = "added" if old is None else "removed" if new is None else "modified"
-            if new is not None and not new.startswith("0o"):
-                what = new.split(":", 1)[0]  # a symlink or a special file
+            if new is not None and new[0] != "file":
+                what = new[0]  # a symlink or a special file
             changes.append([rel, what])
         answer["tree_changes"] = changes
         answer["changed"] = {os.path.join(repo, rel): legacy.get(rel, []) for rel, what in changes if what != "removed"}
