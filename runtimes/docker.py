@@ -93,8 +93,10 @@ class DockerRuntime(Runtime):
         names = [n for n in OCI_NAMES[oci] if n in registered]
         if not names:
             hint = (
-                'register it in /etc/docker/daemon.json, e.g. {"runtimes": {"runsc": {"path": '
-                '"/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}, and restart dockerd'
+                "run scripts/setup.sh (it builds runsc and registers it with the Docker Engine), or register "
+                'a runsc in /etc/docker/daemon.json, e.g. {"runtimes": {"runsc": {"path": '
+                '"/usr/local/lib/sandgym/runsc", "runtimeArgs": ["--network=none", "--platform=systrap"]}}}, '
+                "and restart dockerd"
                 if oci == "runsc"
                 else "install and register a Kata runtime with the Docker Engine"
             )

@@ -416,6 +416,8 @@ class SWERepoEnv(SandgymEnv):
         assert self.task is not None
         self._done = True
         diff, problem = ("", "the agent's sandbox was lost") if lost else self._take_diff_safely()
+        if problem and not diff and (self._sandbox is None or not self._sandbox.alive):
+            lost = True  # lost between the last action and the submit: infrastructure, not an empty answer
         self.artifact = diff
         self._close_sandbox(reuse=not lost)
         if problem and not diff:

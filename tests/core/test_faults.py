@@ -11,12 +11,14 @@ need Chromium (`-m chromium`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -94,6 +96,44 @@ def test_sigkill_at_random_points_then_resume_matches_a_clean_run(clean, tmp_pat
     assert outcomes(traj) == expected
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["n_episodes"] == len(expected)
+
+
+@pytest.mark.parametrize(
+    "env, sig",
+    [
+        ("sandgym/SWERepo-v0", signal.SIGKILL),
+        ("sandgym/SWERepo-v0", signal.SIGINT),
+        pytest.param("sandgym/BrowserForm-v0", signal.SIGKILL, marks=pytest.mark.chromium),
+    ],
+)
+def test_other_families_killed_then_resumed_match_a_clean_run(tmp_path, env, sig):
+    # Oracle episodes: a clean run, then the same run signalled after its
+    # first record and resumed; the records and the summaries must agree.
+    common = ["--env", env, "-j", "2", "--limit", "4"]
+    clean_run = Eval(tmp_path, *common, "--out", "clean")
+    assert clean_run.wait() == 0, clean_run.output()
+    expected = outcomes(tmp_path / "clean" / "trajectories.jsonl")
+    traj = tmp_path / "out" / "trajectories.jsonl"
+    run = Eval(tmp_path, *common, "--out", "out")
+    wait_for(lambda: lines_in(traj) >= 1 or run.proc.poll() is not None, "the first record")
+    run.signal(sig)
+    rc = run.wait()
+    assert rc in (0, -signal.SIGKILL, 128 + signal.SIGINT), f"exit {rc}:\n{run.output()}"
+    read_records(traj, allow_torn=True)
+    run.assert_nothing_left(temp_dirs=sig != signal.SIGKILL)
+    if sig == signal.SIGKILL:
+        gc = subprocess.run(
+            [sys.executable, "-m", "sandgym", "gc", "--owner", str(run.pid)], capture_output=True, timeout=300
+        )
+        assert gc.returncode == 0, gc.stderr
+    again = Eval(tmp_path, *common, "--out", "out", "--resume")
+    assert again.wait() == 0, again.output()
+    again.assert_nothing_left()
+    assert outcomes(traj) == expected
+    clean_summary = json.loads((tmp_path / "clean" / "summary.json").read_text())
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    for key in ("n_episodes", "outcomes", "n_scored", "reward_mean", "task_set_hash"):
+        assert summary.get(key) == clean_summary.get(key), key
 
 
 def test_an_unterminated_last_line_is_cut_off_by_resume(clean, tmp_path):
@@ -190,6 +230,46 @@ def test_a_sandbox_backend_down_for_seconds_is_retried_not_scored(clean, tmp_pat
         again = Eval(tmp_path, "--policy", f"replay:{replay}", "--out", "out", "-j", "2", "--resume")
         assert again.wait() == 0, again.output()
     assert outcomes(traj) == expected
+
+
+@pytest.mark.docker
+def test_containers_killed_mid_run_are_retried_not_scored(clean, tmp_path):
+    # The Docker Engine's containers of the run killed under it for seconds
+    # (`docker kill`, as an operator or an OOM would): retried or env_error,
+    # never a score that differs from the clean run's.
+    import docker
+
+    from sandgym.runtimes.docker import OWNER_LABEL
+
+    replay, expected = clean
+    traj = tmp_path / "out" / "trajectories.jsonl"
+    args = ["--policy", f"replay:{replay}", "--out", "out", "-j", "2", "--runtime", "docker", "--limit", "24"]
+    run = Eval(tmp_path, *args)
+    client = docker.from_env()
+    mine = {"label": f"{OWNER_LABEL}={socket.gethostname()}:{run.pid}"}
+    killed = 0
+    end = None
+    while run.proc.poll() is None and (end is None or time.monotonic() < end):
+        for c in client.containers.list(filters=mine):
+            with contextlib.suppress(docker.errors.APIError):
+                c.kill()
+                killed += 1
+                end = end or time.monotonic() + 3.0
+        time.sleep(0.05)
+    assert run.wait() == 0, run.output()
+    assert killed > 0
+    recs = read_records(traj)
+    assert any(len(r.attempts) > 1 or r.retries or r.outcome == "env_error" for r in recs)
+    got = {(r.task_id, r.epoch): r.outcome for r in recs}
+    assert all(got[k] == expected[k] for k in got if got[k] != "env_error")
+    run.assert_nothing_left()
+    assert client.containers.list(all=True, filters=mine) == []
+    if "env_error" in got.values():
+        again = Eval(tmp_path, *args, "--resume")
+        assert again.wait() == 0, again.output()
+        again.assert_nothing_left()
+    final = outcomes(traj)
+    assert final == {k: expected[k] for k in final} and len(final) == 24
 
 
 KILL_WHILE_STARTING = """

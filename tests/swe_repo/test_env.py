@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 
 import gymnasium as gym
 import pytest
@@ -202,6 +203,30 @@ def test_steps_running_out_submits(runtime):
         assert terminated and info["status"] == "NO" and "steps are used up" in obs["feedback"]
         with pytest.raises(RuntimeError, match="reset"):
             env.step({"tool": "submit"})
+    finally:
+        env.close()
+
+
+def test_a_sandbox_lost_before_the_submit_is_env_error(bwrap_runtime):
+    # The agent's sandbox dies between its last edit and the submit: the diff
+    # cannot be taken, which is the infrastructure's failure, not an empty answer.
+    env = SWERepoEnv(runtime=bwrap_runtime, max_steps=5, command_timeout_s=10, warm_pool=0)
+    try:
+        env.reset(options={"task_id": TASK})
+        feedback(env, {"tool": "bash", "command": "echo '# edited' >> billing/money.py"})
+        sandbox_uid = 65534 if os.geteuid() == 0 else os.geteuid()
+        killed = 0
+        for pid in descendants():
+            try:
+                if os.stat(f"/proc/{pid}").st_uid == sandbox_uid:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+            except OSError:
+                pass
+        assert killed
+        obs, reward, terminated, truncated, info = env.step({"tool": "submit"})
+        assert terminated and reward == 0.0
+        assert info["outcome"] == "env_error" and info["reward_valid"] is False, info
     finally:
         env.close()
 
