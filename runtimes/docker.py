@@ -7,6 +7,12 @@ no-new-privileges, pids/memory/CPU limits, a non-root user, and labels
 same in-sandbox agent as the local backend runs as the container's
 command (PID 1), reached over the container's attach stream: a warm exec
 is one message and a fork, not a `docker exec`.
+
+With `prestart` (argument or SANDGYM_DOCKER_PRESTART), container start
+and removal leave the caller's critical path: a bounded stock of fresh,
+never-used containers is started ahead for each spec that repeats (see
+`_Stock`), and closed containers are removed by a background thread
+(`_Remover`). A container is handed out once and removed after use.
 """
 
 from __future__ import annotations
@@ -15,10 +21,15 @@ import atexit
 import functools
 import json
 import os
+import select
 import socket
+import threading
 import time
 import uuid
 import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from .agent_client import AGENT_DIR, AgentChannel, AgentSandbox, agent_config
@@ -36,6 +47,18 @@ READY_TIMEOUT_S = 60.0
 OWNER_LABEL = "sandgym.owner"  # host:pid of the process that made it
 RUN_LABEL = "sandgym.run"
 EXPIRES_LABEL = "sandgym.expires"  # unix time after which gc may remove it
+STOCK_LABEL = "sandgym.stock"  # "1": started ahead, before any caller asked for it
+PRESTART_ENV = "SANDGYM_DOCKER_PRESTART"
+# The stock's bounds: containers held ready in all (an idle runc container
+# costs its agent's memory; a runsc one its sentry too, and on systrap
+# about 3% of a core, docs/runtimes.md), how long one
+# may wait unused (its agent's lifetime is extended by this much and the
+# host enforces the spec's lifetime from hand-out on), how long a spec
+# stays wanted after its last request, and how many are started at once.
+STOCK_MAX = 4
+STOCK_MAX_IDLE_S = 60.0
+STOCK_WANTED_S = 120.0
+STOCK_STARTERS = 2
 ISOLATION = {"runc": "runc", "runsc": "runsc", "kata": "kata"}
 # Registered names tried for each isolation, in order.
 OCI_NAMES = {"runc": ("runc",), "runsc": ("runsc",), "kata": ("kata", "kata-runtime", "kata-qemu")}
@@ -85,7 +108,7 @@ class DockerRuntime(Runtime):
 
     name = "docker"
 
-    def __init__(self, oci: str = "runc", image: str | None = None):
+    def __init__(self, oci: str = "runc", image: str | None = None, prestart: int | None = None):
         if oci not in ISOLATION:
             raise ValueError(f"unknown OCI runtime {oci!r}; choices: {', '.join(ISOLATION)}")
         self.client = _docker()
@@ -120,11 +143,29 @@ class DockerRuntime(Runtime):
         # open at close() or at interpreter exit is removed then (after a
         # SIGKILL, `sandgym gc` finds them by label).
         self._open: weakref.WeakSet[AgentSandbox] = weakref.WeakSet()
+        self.prestart = prestart_setting(prestart)
+        self._remover = _Remover(self.client) if self.prestart else None
+        self._stock = _Stock(self, self.prestart) if self.prestart else None
         atexit.register(self.close)
 
     def close(self) -> None:
+        """Remove every container this runtime holds (stocked, open, and those
+        still being removed) and return when they are gone."""
+        if self._stock is not None:
+            self._stock.close()
         for sb in list(self._open):
             sb.close()
+        if self._remover is not None:
+            self._remover.drain()
+
+    def settle(self) -> None:
+        """Wait until every closed sandbox's container is removed (the stock stays)."""
+        if self._remover is not None:
+            self._remover.drain()
+
+    def stocked(self) -> int:
+        """Containers started ahead and not handed out yet."""
+        return self._stock.count() if self._stock is not None else 0
 
     def _sandbox_pids(self, spec: SandboxSpec) -> int:
         """The tasks the sandbox may hold (the agent's RLIMIT_NPROC)."""
@@ -151,21 +192,83 @@ class DockerRuntime(Runtime):
                 fix = f"sandgym images build {name}" if name else "build or load it"
                 raise RuntimeUnavailable(f"image {image} is missing: run `{fix}` (debootstrap, no registry)")
             self._present.add(image)
+        for m in spec.mounts:
+            if not os.path.exists(m.source):
+                raise SandboxError(f"mount source does not exist: {m.source}")
+        if self._stock is not None:
+            start = time.perf_counter()
+            ready = self._stock.take(spec, image)
+            if ready is not None:
+                return self._hand_out(ready, spec, time.perf_counter() - start, self._stock.returned)
+        started = self._start(spec, image, stocked=False)
+        return self._hand_out(started, spec, started.start_s)
+
+    def _hand_out(
+        self, started: _Started, spec: SandboxSpec, create_s: float, on_close: Callable[[str], None] | None = None
+    ) -> AgentSandbox:
+        """The sandbox object over a started container (its one and only user)."""
+        info = SandboxInfo(
+            backend="docker", isolation=self.isolation, id=started.sid, create_s=create_s, labels=dict(spec.labels)
+        )
+        channel, sock, container_id = started.channel, started.sock, started.container_id
+        timer = None
+        if started.stocked:
+            # Its agent's lifetime runs STOCK_MAX_IDLE_S longer than the
+            # spec's: the host ends it at the spec's lifetime from now.
+            timer = threading.Timer(spec.wall_timeout_s, self._expire, (channel, container_id))
+            timer.daemon = True
+            timer.start()
+
+        def closer(clean: bool) -> None:
+            if timer is not None:
+                timer.cancel()
+            sock.close()
+            self._remove(container_id)
+            if on_close is not None:
+                on_close(started.key)
+
+        sandbox = AgentSandbox(
+            channel, spec, info, closer, lambda: channel.stderr_tail.decode("utf-8", "replace")[-800:]
+        )
+        self._open.add(sandbox)
+        return sandbox
+
+    def _expire(self, channel: AgentChannel, container_id: str) -> None:
+        channel.abort()
+        self._remove(container_id)
+
+    def _remove(self, container_id: str) -> None:
+        if self._remover is not None:
+            self._remover.submit(container_id)
+            return
+        try:
+            self.client.api.remove_container(container_id, force=True)
+        except Exception:  # already gone; gc catches anything left
+            pass
+
+    def _start(self, spec: SandboxSpec, image: str, stocked: bool) -> _Started:
+        """Create and start a container for `spec` and wait for its agent."""
         sid = f"sg-docker-{uuid.uuid4().hex[:10]}"
         mb = spec.disk_mb
         volumes = {str(self.agent_dir): {"bind": AGENT_DIR, "mode": "ro"}}
         for m in spec.mounts:
-            if not os.path.exists(m.source):
+            if not os.path.exists(m.source):  # the engine would make an empty one
                 raise SandboxError(f"mount source does not exist: {m.source}")
             volumes[m.source] = {"bind": m.target, "mode": "ro" if m.read_only else "rw"}
+        extra_s = STOCK_MAX_IDLE_S if stocked else 0.0
         labels = {
             OWNER_LABEL: owner_label(),
             RUN_LABEL: RUN_ID,
-            EXPIRES_LABEL: str(int(time.time() + spec.wall_timeout_s + 60)),
-            **{f"sandgym.label.{k}": v for k, v in spec.labels.items()},
+            EXPIRES_LABEL: str(int(time.time() + extra_s + spec.wall_timeout_s + 60)),
         }
+        if stocked:
+            # Made before anyone asked: the caller's labels are in its SandboxInfo only.
+            labels[STOCK_LABEL] = "1"
+        else:
+            labels.update({f"sandgym.label.{k}": v for k, v in spec.labels.items()})
         config = agent_config(spec)
         config["limits"]["pids"] = self._sandbox_pids(spec)
+        config["lifetime_s"] = spec.wall_timeout_s + extra_s
         start = time.perf_counter()
         try:
             api = self.client.api
@@ -220,26 +323,255 @@ class DockerRuntime(Runtime):
             except Exception:
                 pass
             raise SandboxError(f"could not start sandbox {sid}: {e} {logs}".strip()) from e
-        info = SandboxInfo(
-            backend="docker",
-            isolation=self.isolation,
-            id=sid,
-            create_s=time.perf_counter() - start,
-            labels=dict(spec.labels),
-        )
+        took, mounts = time.perf_counter() - start, source_ids([m.source for m in spec.mounts])
+        return _Started(sid, container.id, sock, channel, stocked, took, time.monotonic(), mounts)
 
-        def closer(clean: bool) -> None:
-            sock.close()
+
+def prestart_setting(value: int | None) -> int:
+    """Containers to keep started ahead per repeating spec (0: none, removal in the foreground)."""
+    if value is None:
+        raw = os.environ.get(PRESTART_ENV, "0").strip() or "0"
+        if not raw.isdigit():
+            raise ValueError(f"{PRESTART_ENV}={raw!r} is not a count: set it to 0 (off) or a small number such as 2")
+        value = int(raw)
+    if value < 0:
+        raise ValueError(f"prestart={value} is negative: pass 0 (off) or a small number such as 2")
+    return value
+
+
+def source_ids(paths: list[str]) -> tuple:
+    """(path, device, inode) of each mount source: a bind mount holds the folder it found."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((path, st.st_dev, st.st_ino))
+        except OSError:
+            out.append((path, -1, -1))
+    return tuple(out)
+
+
+@dataclass
+class _Started:
+    """A started container whose agent has answered, not yet handed to anyone."""
+
+    sid: str
+    container_id: str
+    sock: socket.socket
+    channel: AgentChannel
+    stocked: bool
+    start_s: float
+    ready_at: float  # time.monotonic()
+    mounts: tuple  # source_ids of its mounts when it started
+    key: str = ""  # the stock's key, for stocked ones
+
+    def fresh(self) -> bool:
+        """Still waiting as it started: young enough, and its agent silent
+        (an idle agent sends nothing; a readable stream means it spoke or died)."""
+        if time.monotonic() - self.ready_at > STOCK_MAX_IDLE_S or self.channel.broken:
+            return False
+        if source_ids([m[0] for m in self.mounts]) != self.mounts:
+            return False  # a mount source was replaced since: the container holds the old one
+        try:
+            poller = select.poll()  # not select(): no limit on the descriptor's number
+            poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
+
+
+class _Remover:
+    """Removes containers on a thread of its own, so that close() returns at once."""
+
+    def __init__(self, client):
+        self.client = client
+        self._queue: deque[str] = deque()
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, container_id: str) -> None:
+        with self._cond:
+            self._queue.append(container_id)
+            self._pending += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="sandgym-docker-remover", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue and not self._cond.wait_for(lambda: bool(self._queue), timeout=5.0):
+                    self._thread = None  # idle: the next submit starts another
+                    return
+                container_id = self._queue.popleft()
             try:
-                container.remove(force=True)
+                self.client.api.remove_container(container_id, force=True)
             except Exception:  # already gone; gc catches anything left
                 pass
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
 
-        sandbox = AgentSandbox(
-            channel, spec, info, closer, lambda: channel.stderr_tail.decode("utf-8", "replace")[-800:]
-        )
-        self._open.add(sandbox)
-        return sandbox
+    def drain(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._pending == 0)
+
+
+class _Stock:
+    """Fresh containers started ahead, per spec (labels aside) and image.
+
+    A spec is stocked once it has been asked for twice within
+    STOCK_WANTED_S; up to `per_key` containers, ready or handed out and not
+    closed yet, exist for it (refills wait for a close, so that they do not
+    compete with the run for the CPU), and STOCK_MAX ready or starting in
+    all. `take` pops one under the lock (handed out once, never put back);
+    starter threads refill in the background; a container unused for
+    STOCK_MAX_IDLE_S, or of a spec no longer wanted, is removed.
+    """
+
+    def __init__(self, runtime: DockerRuntime, per_key: int):
+        self.rt = runtime
+        self.per_key = per_key
+        self._ready: dict[str, deque[_Started]] = {}
+        self._wanted: dict[str, tuple[SandboxSpec, str, float, int]] = {}  # key: spec, image, last ask, asks
+        self._starting: dict[str, int] = {}
+        self._in_use: dict[str, int] = {}  # handed out and not closed yet
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._closed = False
+
+    @staticmethod
+    def key(spec: SandboxSpec, image: str) -> str:
+        return image + "\0" + spec.model_copy(update={"labels": {}}).model_dump_json()
+
+    def count(self) -> int:
+        with self._cond:
+            return sum(len(q) for q in self._ready.values())
+
+    def take(self, spec: SandboxSpec, image: str) -> _Started | None:
+        key = self.key(spec, image)
+        stale: list[_Started] = []
+        found = None
+        with self._cond:
+            self._closed = False
+            _, _, _, asks = self._wanted.get(key, (spec, image, 0.0, 0))
+            self._wanted[key] = (spec, image, time.monotonic(), asks + 1)
+            queue = self._ready.get(key)
+            while queue:
+                candidate = queue.popleft()
+                if candidate.fresh():
+                    found = candidate
+                    self._in_use[key] = self._in_use.get(key, 0) + 1
+                    break
+                stale.append(candidate)
+            self._ensure_threads()
+            self._cond.notify_all()
+        for s in stale:
+            self._discard(s)
+        return found
+
+    def _ensure_threads(self) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        while len(self._threads) < STOCK_STARTERS:
+            t = threading.Thread(target=self._run, name="sandgym-docker-stock", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _next(self) -> tuple[str, SandboxSpec, str] | None:
+        """The spec to start a container for now (lock held), and what to drop."""
+        now = time.monotonic()
+        for key, (_, _, last, _) in list(self._wanted.items()):
+            if now - last > STOCK_WANTED_S:
+                del self._wanted[key]
+        total = sum(len(q) for q in self._ready.values()) + sum(self._starting.values())
+        if total >= STOCK_MAX:
+            return None
+        for key, (spec, image, _, asks) in self._wanted.items():
+            # Those in use count: the refill waits until one is closed, so
+            # that it does not compete with the run for the CPU.
+            have = len(self._ready.get(key, ())) + self._starting.get(key, 0) + self._in_use.get(key, 0)
+            if asks >= 2 and have < self.per_key:
+                return key, spec, image
+        return None
+
+    def _expired(self) -> list[_Started]:
+        """Stocked containers too old, dead, or of a spec no longer wanted (lock held)."""
+        out = []
+        for key, queue in list(self._ready.items()):
+            keep = deque(s for s in queue if key in self._wanted and s.fresh())
+            out += [s for s in queue if s not in keep]
+            if keep:
+                self._ready[key] = keep
+            else:
+                del self._ready[key]
+        return out
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                job = self._next()
+                drop = self._expired()
+                if job is None and not drop:
+                    if not self._wanted and not self._ready:
+                        return  # nothing to do: the next take() starts us again
+                    self._cond.wait(timeout=5.0)
+                    continue
+                if job is not None:
+                    self._starting[job[0]] = self._starting.get(job[0], 0) + 1
+            for s in drop:
+                self._discard(s)
+            if job is None:
+                continue
+            key, spec, image = job
+            started = None
+            try:
+                started = self.rt._start(spec, image, stocked=True)
+                started.key = key
+            except Exception:
+                time.sleep(1.0)  # the engine is struggling; callers create on the spot meanwhile
+            with self._cond:
+                self._starting[key] -= 1
+                if started is not None and self._closed:
+                    pass  # closed while starting: removed below
+                elif started is not None:
+                    self._ready.setdefault(key, deque()).append(started)
+                    started = None
+                self._cond.notify_all()
+            if started is not None:
+                self._discard(started)
+
+    def returned(self, key: str) -> None:
+        """A sandbox handed out from the stock was closed: its place may be refilled."""
+        with self._cond:
+            self._in_use[key] = max(0, self._in_use.get(key, 0) - 1)
+            if not self._in_use[key]:
+                del self._in_use[key]
+            self._cond.notify_all()
+
+    def _discard(self, s: _Started) -> None:
+        s.sock.close()
+        self.rt._remove(s.container_id)
+
+    def close(self) -> None:
+        """Stop starting, wait for the starters, remove every stocked container."""
+        with self._cond:
+            self._closed = True
+            self._wanted.clear()
+            self._cond.notify_all()
+            threads = list(self._threads)
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join()
+        with self._cond:
+            left = [s for q in self._ready.values() for s in q]
+            self._ready.clear()
+            self._threads = []
+        for s in left:
+            self._discard(s)
 
 
 def reap(include_live_owners: bool = False) -> list[str]:

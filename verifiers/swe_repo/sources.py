@@ -8,7 +8,10 @@ under `cache_dir()`, keyed by what it is made of:
 - virtualenvs with a task's pinned test requirements, made with Debian's
   /usr/bin/python3 so that the same venv runs inside local sandboxes (which
   see the host's /usr) and in the bookworm container images. The network is
-  used only here, at build time; sandboxes never have it.
+  used only here, at build time; sandboxes never have it. Each venv is
+  byte-compiled once by that same interpreter (`compile_venv`): sandboxes
+  mount it read-only and never write bytecode, so without this every test
+  run would compile pytest and its plugins from source.
 """
 
 from __future__ import annotations
@@ -33,6 +36,9 @@ SANDBOX_PYTHON = "/usr/bin/python3"
 # pytest is part of every test environment (the verifier's plugin needs it),
 # unless the task pins its own.
 BASE_REQUIREMENTS = ["pytest==8.3.4"]
+# Marks a venv whose modules are byte-compiled; venvs cached before this
+# was done lack it and are compiled in place on first use.
+COMPILED_MARK = ".compiled-1"
 
 
 def all_requirements(env: TestEnvironment) -> list[str]:
@@ -167,6 +173,8 @@ def test_venv(env: TestEnvironment) -> Path:
     dest = cache_dir() / "venvs" / environment_key(env)
     with _locked(dest):
         if (dest / ".complete").exists():
+            if not (dest / COMPILED_MARK).exists():
+                compile_venv(dest)
             return dest
         if dest.exists():
             shutil.rmtree(dest)
@@ -200,6 +208,20 @@ def test_venv(env: TestEnvironment) -> Path:
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        compile_venv(dest)
         (dest / ".complete").write_text("\n".join(all_requirements(env)) + "\n")
         os.chmod(dest, 0o755)
     return dest
+
+
+def compile_venv(venv: Path) -> None:
+    """Byte-compile a venv's modules with the sandboxes' interpreter (same
+    magic number and cache tag). Timestamp mode: the sandboxes see the
+    files through bind mounts, which keep their mtimes and sizes. Files that
+    do not compile (Python 2 leftovers, test data) are left as they are."""
+    lib = venv / "lib"
+    subprocess.run(
+        [SANDBOX_PYTHON, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "timestamp", str(lib)],
+        capture_output=True,
+    )
+    (venv / COMPILED_MARK).write_text("")
