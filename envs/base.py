@@ -79,7 +79,17 @@ class EnvChecker(PassiveEnvChecker):
     as its checked first reset and keeps no data from it; the next step then
     fails in the checker itself (`cannot unpack non-iterable NoneType`), for
     good. sandgym registers its envs with this checker instead
-    (`sandgym.families.REGISTRATION`)."""
+    (`sandgym.families.REGISTRATION`).
+
+    `gymnasium.make` puts it outside the TimeLimit wrapper it adds for
+    `max_episode_steps`; it tells the env that limit (`time_limit`), so the
+    env's last step within it is verified instead of cut off unscored."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        limit = getattr(env.spec, "max_episode_steps", None)  # a TimeLimit inside sets it
+        if isinstance(env.unwrapped, SandgymEnv):
+            env.unwrapped.time_limit = limit
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         first = not self.checked_reset
@@ -123,6 +133,16 @@ class SandgymEnv(gym.Env, abc.ABC):
     last_verdict: Verdict | None = None
     artifact: str | None = None
     timings: dict[str, float]
+    # A TimeLimit wrapper's max_episode_steps (set by EnvChecker when
+    # gymnasium.make adds one); None: no such wrapper. The env owns the step
+    # limit: it ends an episode, verified, after `step_limit(own limit)` steps.
+    time_limit: int | None = None
+
+    def step_limit(self, own: int) -> int:
+        """The steps an episode may take: the env's own limit (max_steps,
+        max_turns), or the TimeLimit wrapper's if that is lower, so that the
+        step the wrapper truncates is the one the env verifies."""
+        return own if self.time_limit is None else min(own, self.time_limit)
 
     @property
     @abc.abstractmethod

@@ -31,6 +31,13 @@ def get_runtime(name: str) -> Runtime:
         if oci not in ("runc", "runsc", "kata"):
             raise ValueError(f"unknown runtime {name!r}; choices: {', '.join(RUNTIME_NAMES)}")
         return DockerRuntime(oci)
+    if name == "jail":
+        # Sandboxes made of what Docker's default profile allows: the backend
+        # of the OpenEnv server image (run with a plain `docker run`), not of
+        # a host (see jail.py).
+        from .jail import JailRuntime
+
+        return JailRuntime()
     if name in PLANNED_RUNTIMES:
         raise RuntimeUnavailable(
             f"runtime {name!r} is not part of this version of sandgym yet; available: {', '.join(RUNTIME_NAMES)}"

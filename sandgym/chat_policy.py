@@ -1,14 +1,26 @@
 """A policy backed by any OpenAI-compatible chat-completions endpoint.
 
-`--policy openai:MODEL@BASE_URL` (e.g. `openai:qwen3@http://127.0.0.1:8000/v1`).
-The key comes from $OPENAI_API_KEY (none is sent when it is unset).
+`--policy openai:MODEL@BASE_URL` (e.g. `openai:qwen3@http://127.0.0.1:8000/v1`),
+spoken through the `openai` SDK. The key comes from $OPENAI_API_KEY; when it
+is unset a placeholder goes to BASE_URL (the SDK needs one; local servers
+ignore it), and to nowhere else.
 
-Each episode is one conversation: the task text as the first user message,
-the env's feedback as the following ones. The model may answer in text
-(the env's action grammar) or call the tools `run_code` / `submit_code`,
-which are turned into that grammar. Endpoint failures (unreachable, a bad
-key, a reply that is not a chat completion) raise `PolicyError`; the
-harness records them on the episode as `env_error`, never as the model's 0.
+Each episode is one conversation as the providers define it: the system
+prompt, the task text as the first user message; then each assistant reply
+is kept as returned (`tool_calls` included). When the reply called a tool
+(the env's `chat_tools()`, made by the env into an action with
+`tool_action`), the env's feedback goes back as a `role: "tool"` message
+answering that call; when it replied in text (the env's action grammar),
+the feedback is the next user turn. Only the first call of a reply is
+played: the others are answered with a tool message saying so, so that the
+sequence stays valid. A call the env cannot take (an unknown tool, bad
+arguments) is answered with the error and the model asked again, at most
+`MAX_BAD_CALLS` times; then its text is played.
+
+Endpoint failures (unreachable, a bad key, a reply that is not a chat
+completion) raise `PolicyError`; the harness records them on the episode as
+`env_error`, never as the model's 0. `preflight()` asks the endpoint once
+before a run so that a dead endpoint or a refused key fails the run at once.
 """
 
 from __future__ import annotations
@@ -16,48 +28,69 @@ from __future__ import annotations
 import copy
 import json
 import os
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import openai
 
 from sandgym.envs.base import Action, SandgymEnv
 from sandgym.errors import SandgymError
 
 from .specs import TaskPair
 
-SYSTEM_PROMPT = "You are solving a programming task. Follow the task's instructions about how to format your reply."
-RETRY_STATUSES = {429, 500, 502, 503, 504}
+DEFAULT_SYSTEM_PROMPT = (
+    "You are an agent solving a task. Follow the task's instructions about how to format your reply, "
+    "or call one of the tools you are given."
+)
+NO_KEY = "sk-no-key"  # sent when $OPENAI_API_KEY is unset: the SDK refuses to run without a key
+MAX_BAD_CALLS = 2
+ONE_CALL_PER_TURN = "Not executed: only the first tool call of a reply is run. Call one tool per reply."
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
 
 class PolicyError(SandgymError, RuntimeError):
     """The model endpoint failed; not the model's answer."""
 
 
-def env_action(message: dict, env: SandgymEnv, tools: list[dict] | None) -> Action:
-    """The env action for one assistant message: its text, or its tool call
-    made into an action by the env (`tool_action`)."""
-    calls = message.get("tool_calls") or []
-    if not calls:
-        content = message.get("content")
-        if not isinstance(content, str):
-            raise PolicyError("the reply has neither text content nor a tool call")
-        return content
-    fn = calls[0].get("function") or {}
-    names = {t["function"]["name"] for t in tools or []}
-    if fn.get("name") not in names:
-        raise PolicyError(f"unknown tool call {fn.get('name')!r}; the tools are {', '.join(sorted(names))}")
-    try:
-        args = json.loads(fn.get("arguments") or "{}")
-    except ValueError as e:
-        raise PolicyError(f"tool call arguments are not JSON: {e}") from None
-    if not isinstance(args, dict):
-        raise PolicyError("tool call arguments must be a JSON object")
-    try:
-        return env.tool_action(fn["name"], args)
-    except ValueError as e:
-        raise PolicyError(str(e)) from None
+def _one_line(text: object, limit: int = 300) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def _endpoint_error(e: openai.OpenAIError, base_url: str) -> PolicyError:
+    """The SDK's error as one line saying what failed and what to do."""
+    if isinstance(e, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        return PolicyError(
+            f"the endpoint {base_url} refused the API key (HTTP {e.status_code}): set OPENAI_API_KEY to a key "
+            f"it accepts; {_one_line(e.message)}"
+        )
+    if isinstance(e, openai.APIConnectionError):  # refused, DNS, timeouts (after the SDK's retries)
+        cause = e.__cause__ or e
+        return PolicyError(f"cannot reach {base_url}: {_one_line(cause) or type(cause).__name__}")
+    if isinstance(e, openai.APIStatusError):
+        return PolicyError(f"HTTP {e.status_code} from {base_url}: {_one_line(e.message)}")
+    return PolicyError(f"the endpoint {base_url} failed: {type(e).__name__}: {_one_line(e)}")
+
+
+def assistant_message(message: Any) -> dict[str, Any]:
+    """The reply as the conversation keeps it: role, content and its tool
+    calls as returned (no provider-specific extras, which some servers refuse)."""
+    out: dict[str, Any] = {"role": "assistant", "content": message.content}
+    calls = []
+    for call in message.tool_calls or []:
+        fn = getattr(call, "function", None)
+        calls.append(
+            {
+                "id": call.id,
+                "type": getattr(call, "type", "function"),
+                "function": {"name": getattr(fn, "name", None), "arguments": getattr(fn, "arguments", None)},
+            }
+        )
+    if calls:
+        out["tool_calls"] = calls
+    elif out["content"] is None:
+        out["content"] = ""  # an empty reply: a text turn with no text
+    return out
 
 
 @dataclass
@@ -66,18 +99,69 @@ class ChatAgent:
     env: SandgymEnv
     tools: list[dict] | None = None  # the env's tool schemas (`env.chat_tools()`); None: text replies
     messages: list[dict] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys((*USAGE_KEYS, "requests"), 0))
+    pending: list[str] = field(default_factory=list)  # ids of the last reply's tool calls; the first was played
 
     def act(self, obs: dict[str, Any], info: dict[str, Any]) -> Action | None:
         if not self.messages:
-            self.messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": obs["task"]}]
+            if self.policy.system_prompt:
+                self.messages.append({"role": "system", "content": self.policy.system_prompt})
+            self.messages.append({"role": "user", "content": str(obs["task"])})
         else:
-            # Tool results go back as plain user turns: every endpoint takes those.
-            self.messages.append({"role": "user", "content": obs["feedback"]})
-        action = env_action(self.policy.complete(self.messages, self.tools), self.env, self.tools)
-        self.messages.append(
-            {"role": "assistant", "content": action if isinstance(action, str) else json.dumps(action)}
-        )
-        return action
+            self._answer(str(obs["feedback"]))
+        for attempt in range(MAX_BAD_CALLS + 1):
+            message = self._ask()
+            self.messages.append(message)
+            calls = message.get("tool_calls") or []
+            self.pending = [c["id"] for c in calls]
+            if not calls:
+                return message["content"]
+            try:
+                return self._action(calls[0])
+            except ValueError as e:
+                if attempt == MAX_BAD_CALLS:  # the model keeps calling wrongly: its text is its action
+                    return message["content"] or ""
+                self._answer(f"Error: {e}. Nothing was run; call one of the tools with valid arguments.")
+        raise AssertionError("unreachable")
+
+    def record_extras(self) -> dict[str, Any]:
+        """What the episode's record keeps of the conversation (the harness's hook)."""
+        return {"messages": self.messages, "usage": dict(self.usage)}
+
+    def _answer(self, text: str) -> None:
+        """`text` back to the model: the tool message of the call played (the
+        others told they were not run), or a user turn after a text reply."""
+        if not self.pending:
+            self.messages.append({"role": "user", "content": text})
+            return
+        first, *rest = self.pending
+        self.messages.append({"role": "tool", "tool_call_id": first, "content": text})
+        self.messages += [{"role": "tool", "tool_call_id": r, "content": ONE_CALL_PER_TURN} for r in rest]
+        self.pending = []
+
+    def _ask(self) -> dict[str, Any]:
+        reply = self.policy.complete(self.messages, self.tools)
+        self.usage["requests"] += 1
+        usage = getattr(reply, "usage", None)
+        for key in USAGE_KEYS:
+            value = getattr(usage, key, None)
+            if isinstance(value, int):
+                self.usage[key] += value
+        return assistant_message(reply.choices[0].message)
+
+    def _action(self, call: dict[str, Any]) -> Action:
+        """The env action of one tool call; ValueError (told to the model) when the env cannot take it."""
+        fn = call["function"]
+        names = {t["function"]["name"] for t in self.tools or []}
+        if fn["name"] not in names:
+            raise ValueError(f"unknown tool {fn['name']!r}; the tools are {', '.join(sorted(names))}")
+        try:
+            args = json.loads(fn["arguments"] or "{}")
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"the arguments of {fn['name']!r} are not JSON: {e}") from None
+        if not isinstance(args, dict):
+            raise ValueError(f"the arguments of {fn['name']!r} must be a JSON object")
+        return self.env.tool_action(fn["name"], args)
 
 
 class ChatPolicy:
@@ -88,18 +172,28 @@ class ChatPolicy:
         model: str,
         base_url: str,
         temperature: float = 0.0,
-        max_tokens: int = 2048,
+        max_tokens: int | None = None,
         seed: int | None = None,
         timeout_s: float = 120.0,
         retries: int = 3,
         use_tools: bool = True,
+        system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     ):
         if not model or not base_url.startswith(("http://", "https://")):
             raise ValueError("policy openai needs openai:MODEL@BASE_URL, e.g. openai:my-model@http://127.0.0.1:8000/v1")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}; leave it out for the server's default")
         self.model, self.base_url = model, base_url.rstrip("/")
         self.temperature, self.max_tokens, self.seed = temperature, max_tokens, seed
         self.timeout_s, self.retries, self.use_tools = timeout_s, retries, use_tools
-        self.api_key = os.environ.get("OPENAI_API_KEY")
+        self.system_prompt = system_prompt
+        # The SDK retries connection errors, 408, 409, 429 and 5xx with its own backoff.
+        self.client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=os.environ.get("OPENAI_API_KEY") or NO_KEY,
+            max_retries=retries,
+            timeout=timeout_s,
+        )
         # What a record needs to reproduce the run (never the key).
         self.config = {
             "model": model,
@@ -108,6 +202,7 @@ class ChatPolicy:
             "max_tokens": max_tokens,
             "seed": seed,
             "tools": use_tools,
+            "system_prompt": system_prompt,
         }
 
     def reseeded(self, seed: int | None) -> ChatPolicy:
@@ -122,64 +217,63 @@ class ChatPolicy:
         # are text in the grammar the task prompt states.
         return ChatAgent(self, env, env.chat_tools() if self.use_tools else None)
 
-    def _post(self, body: dict) -> dict:
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(
-            f"{self.base_url}/chat/completions", data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        last = ""
-        for attempt in range(self.retries + 1):
-            try:
-                with urllib.request.urlopen(request, timeout=self.timeout_s) as resp:
-                    raw = resp.read()
-                try:
-                    return json.loads(raw)
-                except ValueError:
-                    raise PolicyError(f"the endpoint's reply is not JSON: {raw[:200]!r}") from None
-            except urllib.error.HTTPError as e:
-                detail = e.read()[:300].decode("utf-8", "replace")
-                if e.code in (401, 403):
-                    raise PolicyError(
-                        f"the endpoint refused the API key (HTTP {e.code}): set OPENAI_API_KEY; {detail}"
-                    ) from None
-                if e.code not in RETRY_STATUSES:
-                    raise PolicyError(f"HTTP {e.code} from {self.base_url}: {detail}") from None
-                last = f"HTTP {e.code}: {detail}"
-            except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-                last = f"cannot reach {self.base_url}: {getattr(e, 'reason', e)}"
-            if attempt < self.retries:
-                time.sleep(min(8.0, 0.5 * 2**attempt))
-        raise PolicyError(f"{last} (after {self.retries + 1} tries)")
+    def preflight(self) -> None:
+        """One cheap request (GET /models) before a run: PolicyError when the
+        endpoint is unreachable or refuses the key. An endpoint that answers
+        but lists no models (404, 405, 501) passes."""
+        try:
+            self.client.with_options(max_retries=1, timeout=min(self.timeout_s, 30.0)).models.list()
+        except openai.APIStatusError as e:
+            if e.status_code not in (404, 405, 501):
+                raise _endpoint_error(e, self.base_url) from None
+        except openai.OpenAIError as e:
+            raise _endpoint_error(e, self.base_url) from None
 
-    def complete(self, messages: list[dict], tools: list[dict] | None = None) -> dict:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": messages,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
+    def complete(self, messages: list[dict], tools: list[dict] | None = None) -> Any:
+        """One chat completion (the SDK's object); PolicyError when there is none."""
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if self.max_tokens is not None:
+            body["max_tokens"] = self.max_tokens
         if self.seed is not None:
             body["seed"] = self.seed
         if tools:
             body["tools"] = tools
-        reply = self._post(body)
         try:
-            message = reply["choices"][0]["message"]
-        except (KeyError, IndexError, TypeError):
-            raise PolicyError(f"not a chat completion: {str(reply)[:200]}") from None
-        if not isinstance(message, dict):
-            raise PolicyError(f"not a chat completion: {str(reply)[:200]}")
-        return message
+            reply = self.client.chat.completions.create(**body)
+        except openai.OpenAIError as e:
+            raise _endpoint_error(e, self.base_url) from None
+        except ValueError as e:  # a 200 whose body is not JSON
+            raise PolicyError(f"the endpoint's reply is not JSON: {_one_line(e)}") from None
+        choices = getattr(reply, "choices", None)
+        if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
+            raise PolicyError(f"not a chat completion: {_one_line(reply, 200)}")
+        return reply
 
 
-def parse_openai_spec(spec: str, seed: int | None = None, temperature: float = 0.0) -> ChatPolicy:
-    """`openai:MODEL@BASE_URL` -> ChatPolicy."""
+def parse_openai_spec(
+    spec: str,
+    seed: int | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    system_prompt: str | None = None,
+) -> ChatPolicy:
+    """`openai:MODEL@BASE_URL` -> ChatPolicy. `system_prompt`: the text, or
+    @FILE to read it from a file ("" for none; None for the default)."""
     rest = spec.split(":", 1)[1]
     if "@" not in rest:
         raise ValueError(
             f"policy {spec!r}: expected openai:MODEL@BASE_URL, e.g. openai:my-model@http://127.0.0.1:8000/v1"
         )
     model, base_url = rest.split("@", 1)
-    return ChatPolicy(model, base_url, temperature=temperature, seed=seed)
+    if system_prompt is None:
+        system_prompt = DEFAULT_SYSTEM_PROMPT
+    elif system_prompt.startswith("@"):
+        path = Path(system_prompt[1:])
+        try:
+            system_prompt = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) else "not UTF-8 text"
+            raise ValueError(f"--system-prompt @{path}: cannot read it ({why}); give the text or @FILE") from None
+    return ChatPolicy(
+        model, base_url, temperature=temperature, seed=seed, max_tokens=max_tokens, system_prompt=system_prompt
+    )

@@ -182,6 +182,14 @@ def eval_cmd(
         "and its sandboxes and browser are killed.",
     ),
     temperature: float = typer.Option(0.0, "--temperature", help="Sampling temperature (openai policy)."),
+    max_tokens: int | None = typer.Option(
+        None, "--max-tokens", min=1, help="Most tokens per model reply (openai policy; default: the server's)."
+    ),
+    system_prompt: str | None = typer.Option(
+        None,
+        "--system-prompt",
+        help="The system message (openai policy): the text, or @FILE to read it; '' for none.",
+    ),
     epochs: int = typer.Option(
         1, "--epochs", min=1, help="Play every task N times (epoch e resets with seed + e); reports pass@k."
     ),
@@ -218,6 +226,7 @@ def eval_cmd(
     ),
 ):
     """Run a policy on every task of a set and record each episode (or judge predictions or samples)."""
+    from sandgym.errors import SandgymError
     from sandgym.families import check_env_id
 
     from .harness import EvalRun, RunInterrupted
@@ -235,11 +244,20 @@ def eval_cmd(
         return _eval_predictions(env, tasks, path, kind, runtime, concurrency, out, task_id, limit)
     try:
         check_env_id(env)
-        pol = make_policy(policy, seed=seed, temperature=temperature)
+        pol = make_policy(
+            policy, seed=seed, temperature=temperature, max_tokens=max_tokens, system_prompt=system_prompt
+        )
         env_kwargs = env_options(env_option, mode=mode, max_turns=max_turns, reward=reward)
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
+    preflight = getattr(pol, "preflight", None)
+    if callable(preflight):
+        try:
+            preflight()  # a dead endpoint or a refused key fails the run here, not once per task
+        except SandgymError as e:
+            rt.close()
+            fail(f"policy {policy}: {e}")
     task_set = _task_set(tasks) if tasks is not None else None
     out = out or default_out(env, policy)
     observing = _observing(env, rt, metrics_port, otlp_endpoint)
@@ -783,9 +801,14 @@ def export_cmd(
     fmt: str = typer.Option(
         "jsonl",
         "--format",
-        help="jsonl (sandgym's own, any family; hidden halves included) or a family's format (swebench).",
+        help="jsonl (sandgym's own, any family; hidden halves included), hf (a Hugging Face `datasets` dataset "
+        "of training prompts, any family) or a family's format (swebench).",
     ),
-    out: Path = typer.Option(..., "--out", help="File to write (.jsonl, or .json for a JSON list)."),
+    out: Path = typer.Option(
+        ...,
+        "--out",
+        help="File to write (.jsonl, or .json for a JSON list); hf: a folder (save_to_disk) or a .parquet/.jsonl file.",
+    ),
     repos_out: Path | None = typer.Option(
         None,
         "--repos-out",
@@ -799,7 +822,8 @@ def export_cmd(
     from .specs.portable import write_jsonl
 
     ts = _task_set(tasks)
-    exporters = dict(family(ts.meta.family).exporters)
+    # The core's own formats for any family (jsonl below, hf), then the family's.
+    exporters = {"hf": "sandgym.adapters.hf_dataset:export_dataset", **dict(family(ts.meta.family).exporters)}
     if fmt == "jsonl":
         if repos_out is not None:
             fail("--repos-out belongs to the swebench format; jsonl holds the task specs themselves")

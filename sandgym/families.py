@@ -5,16 +5,19 @@ strings, what lives in the family's folders: its env (`envs/<name>/`), its
 spec models (`sandgym/specs/<name>.py`), its default bundled task set
 (`task_specs/<name>/`) and the image recipe its sandboxes run on
 (`runtimes/images.py`). The core loops over this table and never branches
-on a family's name; nothing named here is imported until it is used.
+on a family's name; the table itself imports none of them.
 
 Gymnasium 1.x loads no entry-point plugins: `import sandgym` registers the
 envs, and `gymnasium.make("sandgym:sandgym/CodeFunction-v0")` imports
-sandgym itself before looking the id up.
+sandgym itself before looking the id up. Registering imports each env's
+class, once, to list its constructor's defaults in the spec
+(`gymnasium.spec(id).kwargs`).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,8 +114,10 @@ def spec_module(name: str) -> Any:
 # How every sandgym env id is registered: gymnasium's own env checker is
 # replaced by sandgym.envs.base:EnvChecker (the same checks, but a reset that
 # raises, such as one with an unknown task id, does not break the env for
-# good). Episode length is bounded by the env itself (max_turns): a
-# TimeLimit would cut an episode off before its verdict.
+# good). Episode length is bounded by the env itself (max_steps, max_turns),
+# so no max_episode_steps is registered; a TimeLimit asked for with
+# `make(..., max_episode_steps=N)` is told to the env by EnvChecker, and the
+# env verifies the episode at its last step (see docs/gymnasium.md).
 REGISTRATION: dict[str, Any] = {
     "disable_env_checker": True,
     "additional_wrappers": (
@@ -123,10 +128,21 @@ REGISTRATION: dict[str, Any] = {
 }
 
 
+def default_kwargs(env_class: type, **given: Any) -> dict[str, Any]:
+    """The keyword defaults of an env class's constructor, updated with
+    `given`: the spec's kwargs, so `gymnasium.spec(id).kwargs` shows what
+    `make(id)` uses (make() still validates every override)."""
+    params = inspect.signature(env_class).parameters.values()
+    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty} | given
+
+
 def register_envs() -> None:
     for f in FAMILIES.values():
         if f.env_id not in gymnasium.registry:
-            gymnasium.register(id=f.env_id, entry_point=f.entry_point, **REGISTRATION)
+            kwargs = default_kwargs(load(f.entry_point))
+            if "tasks" in kwargs:  # None there means the family's default set: the spec names it
+                kwargs["tasks"] = f"{f.name}/{f.default_task_set}"
+            gymnasium.register(id=f.env_id, entry_point=f.entry_point, kwargs=kwargs, **REGISTRATION)
         if f.more_envs:
             load(f.more_envs)()
 

@@ -377,6 +377,20 @@ class EvalRun:
             text = f"{text[:KEPT_OF_OVERSIZED_ACTION]}\n[... the action had {len(text)} characters; limit {limit}]"
         return clean_strings(text)
 
+    @staticmethod
+    def _policy_data(agent: Any) -> dict[str, Any]:
+        """The agent's `record_extras()` for the record, when it has them; a
+        broken hook costs the extras, never the episode."""
+        extras = getattr(agent, "record_extras", None)
+        if not callable(extras):
+            return {}
+        try:
+            data = extras()
+            json.dumps(data)
+        except Exception as e:  # noqa: BLE001 - the record says what happened
+            return {"error": f"record_extras() failed: {type(e).__name__}: {e}"[:2000]}
+        return clean_strings(data) if isinstance(data, dict) else {"value": clean_strings(data)}
+
     def _play(
         self,
         task: TaskPair,
@@ -395,6 +409,7 @@ class EvalRun:
         steps: list[StepRecord] = []
         if ep is not None:
             ep.steps = steps  # the supervisor reads them if it must record the episode itself
+        agent: Any = None
         try:
             if "env" not in slot:
                 # One env per worker, reset for each task: a browser or a
@@ -457,6 +472,7 @@ class EvalRun:
                     reward=None,
                     timings=timings,
                     error="the policy stopped before submitting",
+                    policy_data=self._policy_data(agent),
                 )
             # An env's own scheme (MiniWoB's "raw") scores its verdict as binary.
             reward = verdict.reward("pass_rate" if inner.reward_scheme == "pass_rate" else "binary")
@@ -478,6 +494,7 @@ class EvalRun:
                 attempts=[a.model_dump(mode="json") for a in verdict.attempts],
                 timings=timings,
                 error=verdict.detail[:2000] if verdict.outcome == Outcome.ENV_ERROR else None,
+                policy_data=self._policy_data(agent),
             )
         except Exception as e:  # one episode's failure is that episode's record
             self._drop_env(slot)  # whatever broke may live in the env
@@ -497,6 +514,7 @@ class EvalRun:
                 reward=None,
                 timings=timings,
                 error=error,
+                policy_data=self._policy_data(agent),
             )
 
     # -- the run ------------------------------------------------------------------------

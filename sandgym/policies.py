@@ -5,6 +5,11 @@ unwrapped env after its reset), and the returned agent gives one action per
 call (`act`) until it has none left (None). `oracle` and `null` ask the env
 for its family's scripted actions (`oracle_actions()`, `null_actions()`):
 each family knows what its reference solution looks like as actions.
+
+Optional hooks: an agent's `record_extras()` returns JSON data the harness
+keeps in the episode's record (`policy_data`; the chat policy: its
+messages and token usage); a policy's `preflight()` is called by
+`sandgym eval` before the run, and its SandgymError stops the run at once.
 """
 
 from __future__ import annotations
@@ -128,11 +133,22 @@ class ReplayPolicy:
         return ScriptedAgent(list(actions)) if actions is not None else None
 
 
-def make_policy(spec: str, seed: int | None = None, temperature: float = 0.0) -> Policy:
+def make_policy(
+    spec: str,
+    seed: int | None = None,
+    temperature: float = 0.0,
+    max_tokens: int | None = None,
+    system_prompt: str | None = None,
+) -> Policy:
+    """The policy of `spec`; `max_tokens` and `system_prompt` (text, or @FILE) are the openai policy's."""
     if spec.startswith("openai:"):
         from .chat_policy import parse_openai_spec
 
-        return parse_openai_spec(spec, seed=seed, temperature=temperature)
+        return parse_openai_spec(
+            spec, seed=seed, temperature=temperature, max_tokens=max_tokens, system_prompt=system_prompt
+        )
+    if max_tokens is not None or system_prompt is not None:
+        raise ValueError(f"--max-tokens and --system-prompt are for the openai:MODEL@BASE_URL policy, not {spec!r}")
     if spec == "oracle":
         return OraclePolicy()
     if spec == "null":

@@ -74,6 +74,8 @@ class EpisodeRecord(BaseModel):
     started_at: str
     error: str | None = None  # a harness-level failure, with its message
     retries: list[dict[str, Any]] = Field(default_factory=list)  # earlier tries that ended in env_error
+    # What the policy's agent kept of the episode (its `record_extras()`; chat: messages, token usage).
+    policy_data: dict[str, Any] = Field(default_factory=dict)
 
 
 class Summary(BaseModel):

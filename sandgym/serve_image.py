@@ -5,7 +5,9 @@ nothing is installed during the image build: the locked Python packages
 and sandgym are installed on the host into a build context (`site/`, for
 the image's Python: Debian bookworm's 3.11, the same ABI as the host's),
 and the repository's `Dockerfile` copies them onto the `serve` base image
-(bookworm + python3 + bubblewrap, built by debootstrap). The tag is a
+(bookworm + python3 + bubblewrap, built by debootstrap). The server runs
+its sandboxes with the `jail` runtime (runtimes/jail.py), so the image
+needs no option beyond `-p`. The tag is a
 content hash of the base image, the lock, and sandgym's sources.
 """
 
@@ -119,25 +121,21 @@ def build(force: bool = False, log: Callable[[str], None] = print) -> str:
     return tag
 
 
-def run_command(tag: str, port: int = 8000, env_id: str = "sandgym/CodeFunction-v0") -> list[str]:
-    """How to run it: host networking on loopback, and the syscalls that
-    bubblewrap needs inside a container."""
+def run_command(
+    tag: str, port: int = 8000, env_id: str = "sandgym/CodeFunction-v0", network: str | None = None
+) -> list[str]:
+    """How to run it: a plain `docker run -p` (the server binds 0.0.0.0 in
+    the container; its sandboxes need nothing beyond Docker's defaults).
+    `network`: a user-defined network, for engines without the default
+    bridge (dockerd --bridge=none, where `-p` alone publishes nothing)."""
     return [
         "docker",
         "run",
         "--rm",
-        "--network",
-        "host",
-        "--security-opt",
-        "seccomp=unconfined",
-        "--security-opt",
-        "systempaths=unconfined",
+        *(["--network", network] if network else []),
+        "-p",
+        f"127.0.0.1:{port}:8000",
+        "-e",
+        f"SANDGYM_ENV={env_id}",
         tag,
-        "serve",
-        "--env",
-        env_id,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
     ]

@@ -1,17 +1,21 @@
-"""sandgym envs served through OpenEnv's own server (`sandgym serve`).
+"""sandgym envs served through OpenEnv's own server (`sandgym serve`, the
+server image's `python3 -m sandgym.server`); docs/serving.md.
 
 `build_app(env_id, env_kwargs, ...)` returns the FastAPI app that
 `openenv.core.env_server.http_server` builds, around `SandgymEnvironment`:
 an OpenEnv `Environment` that wraps one Gymnasium env made with
-`gymnasium.make(env_id, **env_kwargs)`. Any OpenEnv client (for example
-`openenv.GenericEnvClient(base_url=...)`) then plays whole episodes over
-the `/ws` WebSocket, one env per connection:
+`gymnasium.make(env_id, **env_kwargs)`. Any OpenEnv client (the typed
+`sandgym.client.SandgymClient`, or `openenv.GenericEnvClient`) then plays
+whole episodes over the `/ws` WebSocket, one env per connection:
 
 - reset: `client.reset(task_id="basic/edit-distance", seed=0)` (both optional;
   `task_id` becomes `options={"task_id": ...}` of the Gymnasium reset);
-- step: `client.step({"text": "<the agent's reply>"})`, or for envs that take
-  structured actions `client.step({"call": {"tool": "bash", "command": "ls"}})`;
-- state: `client.state()` -> `episode_id`, `step_count`, `env_id`, `task_id`, `done`.
+- step: `client.step({"text": "<the agent's reply>"})` (the one required
+  field), or for envs that take structured actions
+  `client.step({"text": "", "call": {"tool": "bash", "command": "ls"}})`;
+- state: `client.state()` -> `episode_id`, `step_count`, `env_id`, `task_id`, `done`;
+- tasks: openenv's Task API, `POST /<name>/tasks {"split": "test"}` and
+  friends, lists the served task set (visible halves only).
 
 Observations carry the env's `task` and `feedback` (further observation
 keys in `metadata["observation"]`), `done` and `reward` from the Gymnasium
@@ -19,6 +23,11 @@ step, and the fields of its `info` (`outcome`, `reward_valid`, `pass_rate`,
 `tests`, `turn`, `max_turns`, ...). These are
 for the trainer: what the model is shown is the trainer's choice, as with
 `info` in Gymnasium.
+
+Protocol misuse (a step with no episode, an unknown task or split, a bad
+reset argument) raises `ProtocolError`: the HTTP routes answer it with a
+4xx and a one-line `detail`, the WebSocket with an error frame carrying the
+same message.
 
 Sessions, in openenv 0.10 (`HTTPEnvServer`): each WebSocket connection gets
 its own env (made by the factory in a one-thread executor of its own; every
@@ -51,79 +60,31 @@ import uuid
 from typing import Any
 
 import gymnasium
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
-from openenv.core.env_server.types import (
-    Action,
-    ConcurrencyConfig,
-    EnvironmentMetadata,
-    Observation,
-    State,
-)
-from pydantic import Field, model_validator
-from pydantic_core import PydanticCustomError
+from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 
-from sandgym.families import check_env_id, register_envs
+from sandgym.families import FAMILIES, check_env_id, register_envs
 
 from . import __version__
+from .client import TASK_SPLIT, SandgymAction, SandgymObservation, SandgymState
 from .runtimes import Runtime, get_runtime
 from .specs import TaskSet
 
 RESET_ARGS = ("seed", "episode_id", "task_id")
 
 
-class SandgymAction(Action):
-    """One action of a sandgym env: the agent's text in the env's grammar
-    (code function: a reply holding a ```python block; SWE repo: a fenced
-    tool block; browser form: `click(e12)` ...), or, for envs that take
-    structured actions, a mapping (SWE repo: `{"tool": "bash", "command": "ls"}`)."""
+class ProtocolError(ValueError):
+    """A request the protocol does not allow (no episode to step, an unknown
+    task or split, a bad reset argument): the HTTP routes answer it with
+    `status` and a one-line `detail`, the WebSocket with an error frame
+    carrying the same message; never a 500."""
 
-    text: str | None = Field(default=None, description="The agent's reply, passed to step() as a text action.")
-    call: dict[str, Any] | None = Field(default=None, description="A structured action, passed to step() as a mapping.")
-
-    @model_validator(mode="after")
-    def _one_of(self) -> SandgymAction:
-        if (self.text is None) == (self.call is None):
-            # A custom error carries no exception object, so openenv can serialize it.
-            raise PydanticCustomError(
-                "text_or_call", "an action has exactly one of `text` (a string) or `call` (a mapping)"
-            )
-        return self
-
-
-class SandgymObservation(Observation):
-    """What the env returned: its observation, `done` and `reward` from the
-    step, and the fields of its `info` (further `info` keys, if an env adds
-    any, are in `metadata["info"]`)."""
-
-    task: str = Field(default="", description="The task as the agent sees it.")
-    feedback: str = Field(default="", description="Feedback on the last action (empty after reset).")
-    task_id: str | None = Field(default=None, description="Id of the task of this episode.")
-    mode: str | None = Field(default=None, description="single | multi")
-    turn: int = Field(default=0, description="Actions taken in this episode.")
-    max_turns: int = Field(default=0, description="Actions allowed in this episode.")
-    tool: str | None = Field(default=None, description="What the last action did: run | submit | invalid.")
-    outcome: str | None = Field(
-        default=None,
-        description="After the final step: passed | failed | timeout | env_error | not_executed | violation.",
-    )
-    reward_valid: bool | None = Field(
-        default=None,
-        description="After the final step: False when an infrastructure error stopped verification "
-        "(the reward 0.0 is then not the model's score).",
-    )
-    pass_rate: float | None = Field(default=None, description="Share of hidden tests passed.")
-    tests: list[dict[str, Any]] = Field(default_factory=list, description="Per hidden test: name and status.")
-    truncated: bool = Field(default=False, description="The episode was cut off rather than ended by the env.")
-
-
-class SandgymState(State):
-    """Where the session's episode is."""
-
-    env_id: str = Field(description="The registered sandgym env id served.")
-    task_id: str | None = Field(default=None, description="Task of the current episode.")
-    done: bool = Field(default=False, description="Whether the current episode has ended.")
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
 
 
 _OBS_FIELDS = set(SandgymObservation.model_fields) - {"done", "reward", "metadata"}
@@ -171,7 +132,11 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
         self, seed: int | None = None, episode_id: str | None = None, task_id: str | None = None, **kwargs: Any
     ) -> SandgymObservation:
         if kwargs:
-            raise ValueError(f"unknown reset argument(s) {sorted(kwargs)}; accepted: {', '.join(RESET_ARGS)}")
+            raise ProtocolError(f"unknown reset argument(s) {sorted(kwargs)}; accepted: {', '.join(RESET_ARGS)}")
+        if task_id is not None and not isinstance(task_id, str):
+            raise ProtocolError(f"reset argument task_id must be a string (a task id), got {task_id!r}")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise ProtocolError(f"reset argument seed must be an integer, got {seed!r}")
         with self._lock:
             env = self._gym_env()
             try:
@@ -181,7 +146,7 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
                 # failed one leaves no episode running, and its checker intact).
                 self._state = SandgymState(env_id=self.env_id, done=True)
                 if isinstance(e, KeyError):  # an unknown task id: the message lists the choices
-                    raise ValueError(e.args[0] if e.args else str(e)) from None
+                    raise ProtocolError(e.args[0] if e.args else str(e), status=404) from None
                 raise
             self._state = SandgymState(
                 env_id=self.env_id,
@@ -196,19 +161,53 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
         """`timeout_s` is not used: every run and verification is bounded by
         the task's own timeout."""
         if not isinstance(action, SandgymAction):
-            raise TypeError(f"a sandgym action is {{'text': str}} or {{'call': {{...}}}}, got {type(action).__name__}")
+            raise ProtocolError(f"a sandgym action is {{'text': str}}, got {type(action).__name__}", status=422)
         with self._lock:
             if self._env is None:
                 self._check_open()
-                raise RuntimeError("no episode has begun in this session: reset first")
+                raise ProtocolError(
+                    "no episode has begun in this session: reset first. The HTTP /step route is stateless "
+                    "(a fresh env per request); play episodes over the WebSocket /ws (an openenv EnvClient, "
+                    "e.g. sandgym.client.SandgymClient)",
+                    status=409,
+                )
             env = self._gym_env()
-            obs, reward, terminated, truncated, info = env.step(action.text if action.text is not None else action.call)
+            obs, reward, terminated, truncated, info = env.step(action.value)
             done = bool(terminated or truncated)
             self._state.step_count += 1
             self._state.done = done
             if done and self._sessions is not None and self._sessions.observer is not None:
                 self._sessions.observer.episode_done(env.unwrapped)
             return self._observation(obs, info, reward=float(reward), done=done, truncated=bool(truncated))
+
+    # -- openenv's Task API (POST /<name>/tasks, /num_tasks, /task, /task_range) --
+
+    def _task_set(self, split: str) -> TaskSet:
+        tasks = self.env_kwargs.get("tasks")
+        if not isinstance(tasks, TaskSet):
+            raise NotImplementedError
+        if split != TASK_SPLIT:
+            raise ProtocolError(f"unknown split {split!r}: the served task set is the one split {TASK_SPLIT!r}", 404)
+        return tasks
+
+    def list_splits(self) -> list[dict[str, str]]:
+        self._task_set(TASK_SPLIT)
+        return [{"name": TASK_SPLIT, "type": "test"}]
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        return self.get_task_range(split)
+
+    def num_tasks(self, split: str) -> int:
+        return len(self._task_set(split))
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        tasks = self._task_set(split).tasks
+        if not 0 <= index < len(tasks):
+            raise IndexError(index)  # openenv answers 400 "Invalid task index"
+        return _task_entry(tasks[index])
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+        return [_task_entry(t) for t in self._task_set(split).tasks[start:stop]]
 
     @property
     def state(self) -> SandgymState:
@@ -283,6 +282,11 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
         if extra:
             metadata["info"] = extra
         return SandgymObservation(done=done, reward=reward, truncated=truncated, metadata=metadata, **fields)
+
+
+def _task_entry(task: Any) -> dict[str, Any]:
+    """A task as the Task API lists it: its id and visible half (never the hidden one)."""
+    return {"task_id": task.id, "family": task.family, "visible": task.visible.model_dump(mode="json")}
 
 
 class _Sessions:
@@ -386,6 +390,12 @@ def build_app(
         await asyncio.to_thread(sessions.shutdown)
 
     app.router.on_shutdown.append(close_sessions_and_runtime)
+
+    async def protocol_error(request: Request, exc: Exception) -> JSONResponse:
+        status = exc.status if isinstance(exc, ProtocolError) else 400
+        return JSONResponse(status_code=status, content={"detail": str(exc)})
+
+    app.add_exception_handler(ProtocolError, protocol_error)
     app.state.sandgym_sessions = sessions
     try:  # Prometheus metrics on /metrics, in a registry of this app's own
         from .observability.metrics import ServeObserver, mount_metrics
@@ -398,12 +408,14 @@ def build_app(
     return app
 
 
-def app_from_environment() -> FastAPI:
+def app_from_environment(env_id: str | None = None, warm: bool = True) -> FastAPI:
     """The app `uvicorn sandgym.server:app` serves (as openenv.yaml's `app`
     names it), configured by environment variables: SANDGYM_ENV (default
     sandgym/CodeFunction-v0), SANDGYM_TASKS, SANDGYM_MODE, SANDGYM_MAX_TURNS,
     SANDGYM_REWARD, SANDGYM_ENV_OPTIONS (a JSON object of further env kwargs),
-    SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS, SANDGYM_SESSION_TIMEOUT (0: never)."""
+    SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS, SANDGYM_SESSION_TIMEOUT (0: never).
+    `env_id` (the family apps `app_<family>`, named by manifests/<family>/openenv.yaml)
+    takes the place of SANDGYM_ENV."""
     env = os.environ
     kwargs: dict[str, Any] = {"runtime": env.get("SANDGYM_RUNTIME", "local")}
     for var, key, conv in (
@@ -423,16 +435,52 @@ def app_from_environment() -> FastAPI:
         kwargs.update(options)
     timeout = float(env.get("SANDGYM_SESSION_TIMEOUT", "600"))
     return build_app(
-        env.get("SANDGYM_ENV", "sandgym/CodeFunction-v0"),
+        env_id or env.get("SANDGYM_ENV", "sandgym/CodeFunction-v0"),
         kwargs,
         max_sessions=int(env.get("SANDGYM_MAX_SESSIONS", "8")),
         session_timeout=timeout or None,
+        warm=warm,
     )
 
 
 def __getattr__(name: str) -> Any:
-    if name == "app":
-        app = app_from_environment()
-        globals()["app"] = app
+    # `app` serves SANDGYM_ENV; `app_<family>` serves that family's env.
+    family = name.removeprefix("app_")
+    if name == "app" or (name.startswith("app_") and family in FAMILIES):
+        app = app_from_environment(FAMILIES[family].env_id if name != "app" else None)
+        globals()[name] = app
         return app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def main() -> None:
+    """The server image's entry point (see the Dockerfile, which keeps
+    openenv's Gradio UI from being imported first). Serves
+    `app_from_environment()` on SANDGYM_HOST (default 0.0.0.0, so that a
+    published port reaches it) and SANDGYM_PORT (default 8000). The
+    runtime warms up (its first sandbox) while the server already answers
+    /health, so that openenv's `from_docker_image` finds it ready soon."""
+    import sys
+
+    import uvicorn
+
+    app = app_from_environment(warm=False)
+    runtime = app.state.sandgym_sessions.runtime
+
+    def warm() -> None:
+        try:
+            runtime.create().close()
+        except Exception as e:  # noqa: BLE001 - the sessions' own sandboxes will report it
+            print(f"sandgym: warming the {runtime.name} runtime failed: {e}", file=sys.stderr)
+
+    threading.Thread(target=warm, name="sandgym-warm", daemon=True).start()
+    uvicorn.run(
+        app,
+        host=os.environ.get("SANDGYM_HOST", "0.0.0.0"),
+        port=int(os.environ.get("SANDGYM_PORT", "8000")),
+        log_level=os.environ.get("SANDGYM_LOG_LEVEL", "info"),
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -35,11 +35,12 @@ py=python3
 "$py" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || py=/usr/bin/python3
 "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: sandgym needs Python >= 3.11" >&2; exit 1; }
 
-lock_sum=$(sha256sum requirements.lock pyproject.toml | sha256sum | cut -c1-16)
+lock_sum=$(sha256sum requirements.lock requirements-nodeps.lock pyproject.toml | sha256sum | cut -c1-16)
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.sandgym-lock 2>/dev/null)" != "$lock_sum" ]; then
   echo "setup: creating .venv with $("$py" --version) and the locked dependencies"
   "$py" -m venv .venv
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements-nodeps.lock
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
   echo "$lock_sum" > .venv/.sandgym-lock
 fi

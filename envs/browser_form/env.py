@@ -4,8 +4,11 @@ Each env instance (one worker) owns one sandbox with Chromium and the
 bundled app on a loopback-only network. Every reset puts a fresh copy of
 the task's database snapshot in place and opens a new BrowserContext, so
 no cookie, storage or server row survives from one episode to the next.
-Actions are text in a small grammar (see actions.py); `done()` ends the
-episode and the verifier reads the database from the host side.
+Actions are text: BrowserGym's high-level actions or sandgym's first
+grammar (see actions.py); `done()` or `send_msg_to_user(...)` ends the
+episode and the verifier reads the database from the host side. With
+`observation="browsergym"` the observation also carries BrowserGym's
+fields (goal, url, axtree_txt, last_action, last_action_error).
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ from sandgym.specs.browser_form import BrowserTaskPair
 from sandgym.verifiers.browser_form.host import read_state, state_json, verify
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
-from .actions import GRAMMAR, ActionError, parse_action
+from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
 from .app.schema import build_database
+from .axtree import to_axtree_txt
 from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
 
 if TYPE_CHECKING:
@@ -73,6 +77,29 @@ class BrowserFormOptions(BaseModel):
     render_mode: Literal["ansi", "rgb_array"] | None = None
     screenshot: bool = False
     max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
+    observation: Literal["text", "browsergym"] = "text"
+
+
+# What observation="browsergym" adds (BrowserGym's names), all text.
+BROWSERGYM_FIELDS = ("goal", "url", "axtree_txt", "last_action", "last_action_error")
+
+
+def browsergym_fields(
+    session: BrowserSession, goal: str, action: Any, error: str | None, snapshot: str | None
+) -> dict[str, str]:
+    """BrowserGym's observation keys: the goal alone, the absolute URL, the page as an
+    axtree text whose [e12] ids are the refs actions take, the last action and its error."""
+    try:
+        url = session.url()
+    except Exception:  # the page is gone (an infrastructure failure ends the episode)
+        url = ""
+    return {
+        "goal": goal,
+        "url": url,
+        "axtree_txt": to_axtree_txt(snapshot) if snapshot else "",
+        "last_action": "" if action is None else shown_action(action),
+        "last_action_error": error or "",
+    }
 
 
 def shown_action(action: Any) -> str:
@@ -109,6 +136,7 @@ class BrowserFormEnv(SandgymEnv):
         render_mode: str | None = None,
         screenshot: bool = False,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        observation: str = "text",
     ):
         opts = check_options(
             BrowserFormOptions,
@@ -117,8 +145,10 @@ class BrowserFormEnv(SandgymEnv):
             render_mode=render_mode,
             screenshot=screenshot,
             max_action_chars=max_action_chars,
+            observation=observation,
         )
         self.max_action_chars = opts.max_action_chars
+        self.observation_mode = opts.observation
         self.task_set = load_task_set(tasks)
         self.session = BrowserSession(form_app(), drop_to=sandbox_owner(runtime))
         self.max_steps = max_steps
@@ -126,6 +156,8 @@ class BrowserFormEnv(SandgymEnv):
         self.render_mode = render_mode
         self.with_screenshot = screenshot
         obs: dict[str, spaces.Space[Any]] = {"task": UnicodeText(), "feedback": UnicodeText()}
+        if self.observation_mode == "browsergym":
+            obs.update({key: UnicodeText() for key in BROWSERGYM_FIELDS})
         if screenshot:
             obs["screenshot"] = spaces.Box(0, 255, (VIEWPORT["height"], VIEWPORT["width"], 3), np.uint8)
         self.observation_space = spaces.Dict(obs)
@@ -134,6 +166,7 @@ class BrowserFormEnv(SandgymEnv):
         self.last_verdict: Verdict | None = None
         self.artifact: str | None = None
         self.violations: list[str] = []
+        self.messages: list[str] = []  # send_msg_to_user / report_infeasible texts of the episode
         self.timings: dict[str, float] = {}
         self._snapshots = owned_tempdir("form-snapshots")
         self._step = 0
@@ -148,6 +181,7 @@ class BrowserFormEnv(SandgymEnv):
             "verifier_retries": self.verifier_retries,
             "screenshot": self.with_screenshot,
             "max_action_chars": self.max_action_chars,
+            "observation": self.observation_mode,
         }
 
     def oracle_actions(self) -> list[str]:
@@ -158,6 +192,14 @@ class BrowserFormEnv(SandgymEnv):
     def null_actions(self) -> list[str]:
         return ["done()"]
 
+    def chat_tools(self) -> list[dict[str, Any]]:
+        """One tool per action (BrowserGym's names), generated from the parser's argument models."""
+        return chat_tools()
+
+    def tool_action(self, name: str, arguments: dict[str, Any]) -> str:
+        """The text action of a tool call, e.g. click(bid='e12'); its arguments are checked by step()."""
+        return tool_text(name, arguments)
+
     # -- gymnasium API -------------------------------------------------------------------
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -165,10 +207,10 @@ class BrowserFormEnv(SandgymEnv):
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
         self.task = BrowserTaskPair.of(task)
-        self.last_verdict, self.artifact, self.violations = None, None, []
+        self.last_verdict, self.artifact, self.violations, self.messages = None, None, [], []
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         self._step, self._done = 0, False
-        self._limit = self.task.visible.max_steps or self.max_steps
+        self._limit = self.step_limit(self.task.visible.max_steps or self.max_steps)
         t0 = time.perf_counter()
         self.session.close_context()  # nothing of the last episode may write after the swap
         self.session.ensure_browser()
@@ -195,8 +237,10 @@ class BrowserFormEnv(SandgymEnv):
                 raise ActionError(refused[0])
             parsed = parse_action(action)
             tool = parsed.kind
-            if parsed.kind == "done":
-                return self._finish(tool)
+            if parsed.kind in ENDING:
+                if parsed.kind != "done":
+                    self.messages.append(parsed.text or "")
+                return self._finish(tool, last_action=action)
             self.session.perform(parsed)
         except ActionRefused as e:
             error, tool = str(e), "refused"
@@ -209,7 +253,7 @@ class BrowserFormEnv(SandgymEnv):
         finally:
             self.timings["exec_s"] += time.perf_counter() - t0
         if self._step >= self._limit:
-            return self._finish(tool, truncated=True)
+            return self._finish(tool, truncated=True, last_action=action, last_error=error)
         try:
             obs = self._observe(action, error)
         except SessionBroken as e:
@@ -284,12 +328,19 @@ class BrowserFormEnv(SandgymEnv):
             if action is None
             else (f"Last action: {shown_action(action)} -> " + (f"error: {error}" if error else "ok") + "\n")
         )
-        feedback = f"URL: {self.session.path()}\n{last}Step {self._step} of {self._limit}.\n\n{self.session.snapshot()}"
+        snapshot = self.session.snapshot()
+        feedback = f"URL: {self.session.path()}\n{last}Step {self._step} of {self._limit}.\n\n{snapshot}"
         self._obs = {"task": self._obs["task"], "feedback": feedback}
         out = dict(self._obs)
+        if self.observation_mode == "browsergym":
+            out.update(self._browsergym_fields(action, error, snapshot))
         if self.with_screenshot:
             out["screenshot"] = self._screenshot_array()
         return out
+
+    def _browsergym_fields(self, action: Any, error: str | None, snapshot: str | None) -> dict[str, str]:
+        assert self.task is not None
+        return browsergym_fields(self.session, self.task.visible.goal.strip(), action, error, snapshot)
 
     def _screenshot_array(self) -> np.ndarray:
         import io
@@ -309,6 +360,8 @@ class BrowserFormEnv(SandgymEnv):
         truncated: bool = False,
         session_error: str | None = None,
         refused_by_policy: str | None = None,
+        last_action: Any = None,
+        last_error: str | None = None,
     ):
         assert self.task is not None
         self._done = True
@@ -343,14 +396,17 @@ class BrowserFormEnv(SandgymEnv):
                 self.session.close()  # relaunched by the next reset
         elif truncated:
             text = f"The step limit ({self._limit}) was reached. " + text
-        feedback = text
+        feedback, snapshot = text, None
         if verdict.outcome != Outcome.ENV_ERROR:
             try:
-                feedback = f"{text}\n\nURL: {self.session.path()}\n\n{self.session.snapshot()}"
+                snapshot = self.session.snapshot()
+                feedback = f"{text}\n\nURL: {self.session.path()}\n\n{snapshot}"
             except SessionBroken:
                 pass
         self._obs = {"task": self._obs["task"], "feedback": feedback}
         out = dict(self._obs)
+        if self.observation_mode == "browsergym":
+            out.update(self._browsergym_fields(last_action, last_error, snapshot))
         if self.with_screenshot:
             try:
                 out["screenshot"] = self._screenshot_array()
@@ -362,5 +418,6 @@ class BrowserFormEnv(SandgymEnv):
             reward_valid=reward is not None,
             pass_rate=verdict.pass_rate,
             tests=[{"name": t.name, "status": t.status} for t in verdict.tests],
+            **({"message": self.messages[-1]} if self.messages else {}),
         )
         return out, float(reward or 0.0), not truncated, truncated, info

@@ -22,7 +22,7 @@ import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, NoReference, SandgymEnv, action_problem, check_options
-from sandgym.families import REGISTRATION
+from sandgym.families import REGISTRATION, default_kwargs
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec, stage_tree
@@ -32,14 +32,16 @@ from sandgym.specs import TaskSet
 from sandgym.specs.browser_form import miniwob_task_set
 from sandgym.verifiers.models import Attempt, Verdict
 
-from .actions import GRAMMAR, ActionError, parse_action
-from .env import refused_verdict, shown_action
+from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
+from .env import BROWSERGYM_FIELDS, browsergym_fields, refused_verdict, shown_action
 from .session import ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
 
 STATIC_IN_SANDBOX = "/opt/sandgym/static"
 # The longest delay setTimeout honours (2^31 - 1 ms would overflow past it): 24 hours.
 NO_TIME_LIMIT_MS = 86_400_000
 READY_TIMEOUT_MS = 15_000
+# The task page is the episode: leaving it would end the task unscored.
+NO_NAVIGATION = frozenset({"goto", "go_back", "go_forward"})
 VERIFIER_VERSION = "miniwob-1"
 
 
@@ -68,7 +70,7 @@ def register_miniwob() -> None:
             gym.register(
                 id=env_id(task),
                 entry_point="sandgym.envs.browser_form.miniwob:MiniWoBEnv",
-                kwargs={"task": task},
+                kwargs=default_kwargs(MiniWoBEnv, task=task),
                 **REGISTRATION,
             )
 
@@ -95,6 +97,7 @@ class MiniWoBOptions(BaseModel):
     max_steps: int = Field(20, ge=1, le=10_000)
     render_mode: Literal["ansi"] | None = None
     max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
+    observation: Literal["text", "browsergym"] = "text"
 
 
 class MiniWoBEnv(SandgymEnv):
@@ -113,11 +116,18 @@ class MiniWoBEnv(SandgymEnv):
         render_mode: str | None = None,
         tasks: TaskSet | str | Path | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
+        observation: str = "text",
     ):
         opts = check_options(
-            MiniWoBOptions, task=task, max_steps=max_steps, render_mode=render_mode, max_action_chars=max_action_chars
+            MiniWoBOptions,
+            task=task,
+            max_steps=max_steps,
+            render_mode=render_mode,
+            max_action_chars=max_action_chars,
+            observation=observation,
         )
         self.max_action_chars = opts.max_action_chars
+        self.observation_mode = opts.observation
         if task not in miniwob_tasks():
             raise ValueError(
                 f"unknown MiniWoB task {task!r}; the wheel has {len(miniwob_tasks())}, e.g. click-button, enter-text"
@@ -135,19 +145,26 @@ class MiniWoBEnv(SandgymEnv):
         self.max_steps = max_steps
         self.render_mode = render_mode
         self.session = BrowserSession(miniwob_app(), drop_to=sandbox_owner(runtime))
-        self.observation_space = gym.spaces.Dict({"task": UnicodeText(), "feedback": UnicodeText()})
+        keys = ("task", "feedback", *(BROWSERGYM_FIELDS if self.observation_mode == "browsergym" else ()))
+        self.observation_space = gym.spaces.Dict({key: UnicodeText() for key in keys})
         self.action_space = UnicodeText()
         self.last_verdict: Verdict | None = None
         self.artifact: str | None = None
         self.timings: dict[str, float] = {}
         self.utterance = ""
         self._step = 0
+        self._limit = max_steps  # this episode's steps: step_limit(max_steps)
         self._done = True
         self._obs: dict[str, str] = {}
 
     @property
     def config(self) -> dict[str, Any]:
-        return {"task": self.task_name, "max_steps": self.max_steps, "max_action_chars": self.max_action_chars}
+        return {
+            "task": self.task_name,
+            "max_steps": self.max_steps,
+            "max_action_chars": self.max_action_chars,
+            "observation": self.observation_mode,
+        }
 
     def oracle_actions(self) -> list[str]:
         """MiniWoB++ pages ship no scripted solution; a policy must solve the page itself."""
@@ -156,6 +173,13 @@ class MiniWoBEnv(SandgymEnv):
     def null_actions(self) -> list[str]:
         """End the episode at once: the page scores it as not done."""
         return ["done()"]
+
+    def chat_tools(self) -> list[dict[str, Any]]:
+        """The browser actions as tools, without the navigation ones."""
+        return chat_tools(exclude=NO_NAVIGATION)
+
+    def tool_action(self, name: str, arguments: dict[str, Any]) -> str:
+        return tool_text(name, arguments)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         self._done = True  # a reset that fails leaves no episode running
@@ -181,19 +205,37 @@ class MiniWoBEnv(SandgymEnv):
         self.timings = {"create_s": time.perf_counter() - t0, "exec_s": 0.0, "verify_s": 0.0}
         self.last_verdict, self.artifact = None, None
         self._step, self._done = 0, False
+        self._limit = self.step_limit(self.max_steps)
         self._obs = {
-            "task": f"{self.utterance}\n\n{GRAMMAR} goto() is not available here.",
-            "feedback": self._feedback(None, None),
+            "task": f"{self.utterance}\n\n{GRAMMAR} goto(), go_back() and go_forward() are not available here."
         }
+        self._observe(None, None)
         return dict(self._obs), {"task": self.task_name, "seed": page_seed, "step": 0}
 
-    def _feedback(self, action: Any, error: str | None) -> str:
+    def _observe(self, action: Any, error: str | None) -> None:
+        """The observation after an action, into `_obs` (the task text kept)."""
         last = (
             ""
             if action is None
             else (f"Last action: {shown_action(action)} -> " + (f"error: {error}" if error else "ok") + "\n")
         )
-        return f"{last}Step {self._step} of {self.max_steps}.\n\n{self.session.snapshot()}"
+        snapshot = self.session.snapshot()
+        feedback = f"{last}Step {self._step} of {self._limit}.\n\n{snapshot}"
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        if self.observation_mode == "browsergym":
+            self._obs.update(browsergym_fields(self.session, self.utterance, action, error, snapshot))
+
+    def _final(self, feedback: str, action: Any, error: str | None, page_alive: bool) -> None:
+        """The last observation: the verdict, and BrowserGym's keys on the final page."""
+        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        if self.observation_mode == "browsergym":
+            snapshot = None
+            if page_alive:
+                try:
+                    snapshot = self.session.snapshot()
+                except SessionBroken:
+                    pass
+            self._obs.update(browsergym_fields(self.session, self.utterance, action, error, snapshot))
 
     def _wob(self) -> dict[str, Any]:
         return self.session.current_page().evaluate(
@@ -216,13 +258,13 @@ class MiniWoBEnv(SandgymEnv):
                 raise ActionError(refused[0])
             parsed = parse_action(action)
             tool = parsed.kind
-            if parsed.kind == "done":
-                return self._finish(tool)
-            if parsed.kind == "goto":
-                raise ActionRefused("goto() is not available in MiniWoB tasks: act on the page")
+            if parsed.kind in ENDING:
+                return self._finish(tool, last_action=action)
+            if parsed.kind in NO_NAVIGATION:
+                raise ActionRefused(f"{parsed.kind}() is not available in MiniWoB tasks: act on the page")
             self.session.perform(parsed)
             if self._wob()["done"]:
-                return self._finish(tool)
+                return self._finish(tool, last_action=action)
         except ActionRefused as e:
             error, tool = str(e), "refused"
         except SessionBroken as e:
@@ -231,10 +273,10 @@ class MiniWoBEnv(SandgymEnv):
             error = failure_text(e)
         finally:
             self.timings["exec_s"] += time.perf_counter() - t0
-        if self._step >= self.max_steps:
-            return self._finish(tool, truncated=True)
+        if self._step >= self._limit:
+            return self._finish(tool, truncated=True, last_action=action, last_error=error)
         try:
-            self._obs = {"task": self._obs["task"], "feedback": self._feedback(action, error)}
+            self._observe(action, error)
         except SessionBroken as e:
             return self._finish(tool, session_error=str(e))
         return (
@@ -251,6 +293,8 @@ class MiniWoBEnv(SandgymEnv):
         truncated: bool = False,
         session_error: str | None = None,
         refused_by_policy: str | None = None,
+        last_action: Any = None,
+        last_error: str | None = None,
     ):
         self._done = True
         t0 = time.perf_counter()
@@ -259,7 +303,7 @@ class MiniWoBEnv(SandgymEnv):
             self.artifact = None
             self.last_verdict = refused_verdict(refused_by_policy)
             self.timings["verify_s"] = time.perf_counter() - t0
-            self._obs = {"task": self._obs["task"], "feedback": f"Verdict: failed. {refused_by_policy}."}
+            self._final(f"Verdict: failed. {refused_by_policy}.", None, None, page_alive=True)
             info = {
                 "task": self.task_name,
                 "step": self._step,
@@ -290,7 +334,7 @@ class MiniWoBEnv(SandgymEnv):
         )
         self.timings["verify_s"] = time.perf_counter() - t0
         feedback = f"Verdict: {outcome.value} (raw reward {raw})."
-        self._obs = {"task": self._obs["task"], "feedback": feedback}
+        self._final(feedback, last_action, last_error, page_alive=session_error is None)
         info = {
             "task": self.task_name,
             "step": self._step,

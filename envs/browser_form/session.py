@@ -15,7 +15,7 @@ from sandgym.errors import SandgymError
 from sandgym.runtimes import Runtime, SandboxError
 from sandgym.runtimes.browser import AppSpec, BrowserSandbox
 
-from .actions import GRAMMAR, Action, ActionError, Target
+from .actions import GRAMMAR, NOOP_MAX_MS, Action, ActionError, Target
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
     from playwright._impl._api_structures import SetCookieParam
@@ -193,6 +193,10 @@ class BrowserSession:
             return url[len(self.origin) :] or "/"
         return url
 
+    def url(self) -> str:
+        """The page's absolute URL (what BrowserGym's observation shows)."""
+        return self.current_page().url
+
     def snapshot(self) -> str:
         from playwright.sync_api import Error as PlaywrightError
 
@@ -247,24 +251,13 @@ class BrowserSession:
     def perform(self, action: Action) -> None:
         """Run one action and wait until the page has loaded. Raises ActionRefused,
         LookupError or playwright's Error for the agent's mistakes, SessionBroken
-        when the browser died."""
+        when the browser died. The episode-ending actions (done, send_msg_to_user,
+        report_infeasible) are the env's, not run here."""
         from playwright.sync_api import Error as PlaywrightError
 
         page = self.check_alive()
         try:
-            if action.kind == "goto":
-                page.goto(self.app_url(action.text or ""), wait_until="load")
-            elif action.kind == "press":
-                page.keyboard.press(action.text or "")
-            else:
-                assert action.target is not None, f"{action.kind} has a target"  # parse_action's guarantee
-                loc = self.locate(action.target)
-                if action.kind == "click":
-                    loc.click()
-                elif action.kind == "fill":
-                    loc.fill(action.text or "")
-                elif action.kind == "select":
-                    loc.select_option(action.text or "")
+            self._run(page, action)
             # Readiness: whatever navigation the action started has loaded.
             page.wait_for_load_state("load")
         except PlaywrightError:
@@ -276,3 +269,60 @@ class BrowserSession:
             # Nothing in the app links out; should a page end up elsewhere, bring it back.
             page.goto(self.origin + "/", wait_until="load")
             raise ActionRefused(f"the page left the app (to {url[:100]!r}) and was brought back")
+
+    def _run(self, page: Page, action: Action) -> None:
+        kind, args = action.kind, action.args
+        if kind == "goto":
+            page.goto(self.app_url(action.text or ""), wait_until="load")
+        elif kind == "go_back":
+            page.go_back(wait_until="load")
+        elif kind == "go_forward":
+            page.go_forward(wait_until="load")
+        elif kind == "noop":
+            page.wait_for_timeout(min(float(args.get("wait_ms", 0)), NOOP_MAX_MS))
+        elif kind == "scroll":
+            page.mouse.wheel(float(args["delta_x"]), float(args["delta_y"]))
+        elif kind in ("keyboard_press", "press") and action.target is None:
+            page.keyboard.press(action.text or "")  # press("Key") of the first grammar: the focused element
+        elif kind == "keyboard_type":
+            page.keyboard.type(action.text or "")
+        elif kind == "keyboard_insert_text":
+            page.keyboard.insert_text(action.text or "")
+        elif action.target is not None:
+            self._on_element(self.locate(action.target), action)
+        else:
+            raise ActionRefused(f"{kind}() is not something to do on the page here")
+
+    def _on_element(self, loc: Locator, action: Action) -> None:
+        kind, args = action.kind, action.args
+        mods = cast(Any, list(args.get("modifiers", [])))
+        if kind == "click":
+            loc.click(button=args.get("button", "left"), modifiers=mods)
+        elif kind == "dblclick":
+            loc.dblclick(button=args.get("button", "left"), modifiers=mods)
+        elif kind == "fill":
+            value = str(args.get("value", ""))
+            if args.get("enable_autocomplete_menu") and value:
+                loc.fill(value[:-1])  # the last key typed, so a suggestion list opens as for a person
+                loc.press_sequentially(value[-1])
+            else:
+                loc.fill(value)
+        elif kind in ("select", "select_option"):
+            loc.select_option(args["option"] if kind == "select" else args["options"])
+        elif kind == "press":
+            loc.press(str(args["key_comb"]))
+        elif kind == "check":
+            loc.check()
+        elif kind == "uncheck":
+            loc.uncheck()
+        elif kind == "hover":
+            loc.hover()
+        elif kind == "focus":
+            loc.focus()
+        elif kind == "clear":
+            loc.clear()
+        elif kind == "drag_and_drop":
+            assert action.to is not None
+            loc.drag_to(self.locate(action.to))
+        else:
+            raise ActionRefused(f"{kind}() is not something to do on the page here")

@@ -5,9 +5,11 @@ Grammar (documented in the README):
   fenced block; with several blocks the last one counts. Plain text with
   no fence counts as code when it parses as Python and defines the entry
   point.
-- multi-turn: as above; a first non-empty line `SUBMIT` (any case) makes
+- multi-turn: as above; a line `SUBMIT` (any case) makes
   the action a submission, otherwise the code is run on the visible
-  examples. `SUBMIT` with no code submits the code run last, and so does
+  examples. Reasoning may come before the marker and the code: `SUBMIT`
+  counts on any line of its own before the first fence, not after it.
+  `SUBMIT` with no code submits the code run last, and so does
   a last turn with no code. An unclosed fence at the end (a reply cut
   off by a length limit) counts as a block.
 """
@@ -17,6 +19,8 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
 
 # A fence is ``` then an info string to the end of its line (the language
 # is its first word), the body, and the next ```. Found with str.find, in
@@ -119,14 +123,59 @@ def extract_code(text: str, entry_point: str) -> tuple[str | None, str]:
     return code, ""
 
 
+def submit_marker(text: str) -> int | None:
+    """Where the text after a `SUBMIT` line starts, or None. The marker is a
+    line of its own before any fence: reasoning may come before it, but
+    after the code it does not count (the code was written to be run)."""
+    fence = text.find("```")
+    head = text if fence == -1 else text[:fence]
+    offset = 0
+    for line in head.split("\n"):
+        if line.strip().upper() == "SUBMIT" and (fence == -1 or offset + len(line) < fence):
+            return offset + len(line) + 1
+        offset += len(line) + 1
+    return None
+
+
 def parse_action(text: str, entry_point: str, multi_turn: bool) -> ParsedAction:
     submit = not multi_turn
     if multi_turn:
-        first = next((line.strip() for line in text.splitlines() if line.strip()), "")
-        if first.upper() == "SUBMIT":
+        after = submit_marker(text)
+        if after is not None:
             submit = True
-            text = text.split(first, 1)[1] if first in text else text
+            text = text[after:]
     code, problem = extract_code(text, entry_point)
     return ParsedAction(
         submit=submit, code=code, problem=problem, any_code=code is not None or not problem.startswith("no code found")
     )
+
+
+# -- the tools a chat model may call instead (`CodeFunctionEnv.chat_tools`) ------------------
+
+
+class SubmitCode(BaseModel):
+    """Submit the final code for grading. Ends the episode."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(description="Complete Python code that defines the entry point.")
+
+
+class RunCode(BaseModel):
+    """Run the code on the task's visible examples and see the results."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str = Field(description="Complete Python code that defines the entry point.")
+
+
+TOOL_MODELS: dict[str, type[BaseModel]] = {"run_code": RunCode, "submit_code": SubmitCode}
+
+
+def tool_text(name: str, code: str) -> str:
+    """A tool call in the text grammar: the code in a ```python fence, after
+    SUBMIT for `submit_code`."""
+    if "```" in code:  # the grammar's fences do not nest
+        raise ValueError(f"tool {name!r}: argument `code` holds ```, which the action grammar cannot carry")
+    block = f"```python\n{code.rstrip()}\n```"
+    return f"SUBMIT\n{block}" if name == "submit_code" else block

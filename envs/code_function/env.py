@@ -17,6 +17,7 @@ from gymnasium import spaces
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
+from sandgym.envs.tools import function_tool, tool_arguments
 from sandgym.outcomes import Outcome, retry_delay
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.spaces import UnicodeText
@@ -25,7 +26,7 @@ from sandgym.specs.code_function import CodeTaskPair
 from sandgym.verifiers.code_function.host import boundary_mount, candidate_isolation, run_examples, verify
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
-from .actions import parse_action
+from .actions import TOOL_MODELS, parse_action, tool_text
 
 ENV_ID = "sandgym/CodeFunction-v0"
 Mode = Literal["single", "multi"]
@@ -116,6 +117,7 @@ class CodeFunctionEnv(SandgymEnv):
         self._sandbox: Sandbox | None = None
         self._last_code: str | None = None
         self._turn = 0
+        self._limit = self.max_turns  # this episode's turns: step_limit(max_turns)
         self._done = True
         self._obs: dict[str, str] = {}
         self._aborted = threading.Event()
@@ -142,17 +144,18 @@ class CodeFunctionEnv(SandgymEnv):
         self._aborted.clear()
         self.task = CodeTaskPair.of(task)
         self._turn, self._done = 0, False
+        self._limit = self.step_limit(self.max_turns)
         self._last_code = self.submitted_code = self.artifact = None
         self.last_verdict = None
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
-        self._obs = {"task": render_prompt(self.task, self.mode, self.max_turns), "feedback": ""}
+        self._obs = {"task": render_prompt(self.task, self.mode, self._limit), "feedback": ""}
         return dict(self._obs), self._info()
 
     def step(self, action: str):
         if self._done or self.task is None:
             raise RuntimeError("the episode is over (or never began): call reset() first")
         self._turn += 1
-        final_turn = self._turn >= self.max_turns
+        final_turn = self._turn >= self._limit
         refused = action_problem(action, self.max_action_chars)
         if refused is not None:
             # The policy's mistake, answered like an action with no code: the
@@ -163,14 +166,14 @@ class CodeFunctionEnv(SandgymEnv):
                 return self._finish(None, problem.removesuffix(": the episode ends here"))
             if final_turn:
                 return self._finish(self._last_code, problem)
-            return self._observe(f"{problem}. Turn {self._turn} of {self.max_turns}.", "invalid")
+            return self._observe(f"{problem}. Turn {self._turn} of {self._limit}.", "invalid")
         parsed = parse_action(action, self.task.visible.entry_point, self.mode == "multi")
         if parsed.submit or final_turn:
             # An action with no code at all submits the code run last.
             code = parsed.code if parsed.any_code else self._last_code
             return self._finish(code, parsed.problem)
         if parsed.code is None:
-            return self._observe(f"{parsed.problem}. Turn {self._turn} of {self.max_turns}.", "invalid")
+            return self._observe(f"{parsed.problem}. Turn {self._turn} of {self._limit}.", "invalid")
         self._last_code = parsed.code
         t0 = time.perf_counter()
         try:
@@ -180,7 +183,7 @@ class CodeFunctionEnv(SandgymEnv):
             self.timings["exec_s"] += time.perf_counter() - t0
             return self._finish_env_error(f"the agent's sandbox failed: {e}")
         self.timings["exec_s"] += time.perf_counter() - t0
-        return self._observe(f"{feedback}\n\nTurn {self._turn} of {self.max_turns}.", "run")
+        return self._observe(f"{feedback}\n\nTurn {self._turn} of {self._limit}.", "run")
 
     def _run_examples(self, code: str) -> str:
         """The visible examples run in the agent's sandbox. A sandbox that
@@ -213,42 +216,16 @@ class CodeFunctionEnv(SandgymEnv):
         return ["SUBMIT\n```python\n```" if self.mode == "multi" else "```python\n```"]
 
     def chat_tools(self) -> list[dict[str, Any]]:
-        """`submit_code` (and `run_code` in multi mode); a call becomes this env's text grammar."""
-        code = {
-            "type": "object",
-            "required": ["code"],
-            "properties": {"code": {"type": "string", "description": "Complete Python code."}},
-        }
-        tools = [
-            {
-                "type": "function",
-                "function": {
-                    "name": "submit_code",
-                    "parameters": code,
-                    "description": "Submit the final code for grading. Ends the episode.",
-                },
-            }
-        ]
-        if self.mode == "multi":
-            tools.insert(
-                0,
-                {
-                    "type": "function",
-                    "function": {
-                        "name": "run_code",
-                        "parameters": code,
-                        "description": "Run the code on the task's visible examples and see the results.",
-                    },
-                },
-            )
-        return tools
+        """`submit_code` (and `run_code` in multi mode), made from the action
+        models of `actions.TOOL_MODELS`; a call becomes this env's text grammar."""
+        names = ["run_code", "submit_code"] if self.mode == "multi" else ["submit_code"]
+        return [function_tool(name, TOOL_MODELS[name]) for name in names]
 
     def tool_action(self, name: str, arguments: dict[str, Any]) -> str:
-        code = arguments.get("code")
-        if name not in ("run_code", "submit_code") or not isinstance(code, str):
-            raise ValueError(f"unknown tool call {name!r} or missing string argument `code`")
-        block = f"```python\n{code.rstrip()}\n```"
-        return f"SUBMIT\n{block}" if name == "submit_code" else block
+        tools = ("run_code", "submit_code") if self.mode == "multi" else ("submit_code",)
+        if name not in tools:
+            raise ValueError(f"unknown tool {name!r}; this env's tools are {', '.join(tools)}")
+        return tool_text(name, tool_arguments(name, TOOL_MODELS[name], arguments)["code"])
 
     def render(self) -> str | None:
         if self.render_mode == "ansi":
@@ -272,7 +249,7 @@ class CodeFunctionEnv(SandgymEnv):
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         assert self.task is not None
-        return {"task_id": self.task.id, "mode": self.mode, "turn": self._turn, "max_turns": self.max_turns, **extra}
+        return {"task_id": self.task.id, "mode": self.mode, "turn": self._turn, "max_turns": self._limit, **extra}
 
     def _observe(self, feedback: str, tool: str):
         self._obs = {"task": self._obs["task"], "feedback": feedback}

@@ -10,8 +10,10 @@ Dict form (keys beyond these are refused):
     {"tool": "submit"}
 
 Text form: exactly one fenced block (``` or ~~~, three or more; a block
-cut off at the end of the text still counts). The info string names the
-tool and its arguments; the body is the tool's text:
+cut off at the end of the text still counts); reasoning may come before
+it, and may quote code in blocks that name no tool (```python, ```diff).
+The info string names the tool and its arguments; the body is the tool's
+text:
 
     ```bash                        body: the command (``` with no tool name means bash too)
     ```view PATH [START [END]]     START-END or START:END also work; body unused
@@ -28,6 +30,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandgym.envs.tools import function_tool, tool_arguments
 from sandgym.errors import SandgymError
 
 TOOLS = ("bash", "view", "str_replace", "create", "run_tests", "submit")
@@ -41,14 +46,65 @@ ALIASES = {
     "run-tests": "run_tests",
     "test": "run_tests",
 }
-# Keys each tool accepts in the dict form, and which are required.
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# One model per tool: its arguments in the dict form, and the schema chat
+# models see (`chat_tools`). The docstrings are the tools' descriptions.
+class Bash(_Args):
+    """Run a bash command in the repository."""
+
+    command: str = Field(description="A bash command; the working directory and exported variables persist.")
+
+
+class View(_Args):
+    """Show a file with line numbers (optionally a line range)."""
+
+    path: str = Field(description="A path relative to the repository root.")
+    start: int | None = Field(None, description="First line to show (1-based).")
+    end: int | None = Field(None, description="Last line to show.")
+
+
+class StrReplace(_Args):
+    """Replace one exact occurrence of `old` with `new` in a file."""
+
+    path: str = Field(description="A path relative to the repository root.")
+    old: str = Field(description="Text that occurs exactly once in the file.")
+    new: str = Field(description="Its replacement.")
+
+
+class Create(_Args):
+    """Create or overwrite a file."""
+
+    path: str = Field(description="A path relative to the repository root.")
+    content: str = Field(description="The whole file.")
+
+
+class RunTests(_Args):
+    """Run tests with pytest."""
+
+    tests: list[str] | None = Field(None, description="Test ids (default: the task's visible tests).")
+
+
+class Submit(_Args):
+    """Submit the repository's changes for verification. Ends the episode."""
+
+
+TOOL_MODELS: dict[str, type[BaseModel]] = {
+    "bash": Bash,
+    "view": View,
+    "str_replace": StrReplace,
+    "create": Create,
+    "run_tests": RunTests,
+    "submit": Submit,
+}
+# Keys each tool accepts in the dict form, and which are required (from the models).
 KEYS = {
-    "bash": ({"command"}, {"command"}),
-    "view": ({"path", "start", "end"}, {"path"}),
-    "str_replace": ({"path", "old", "new"}, {"path", "old", "new"}),
-    "create": ({"path", "content"}, {"path", "content"}),
-    "run_tests": ({"tests"}, set()),
-    "submit": (set(), set()),
+    name: (set(model.model_fields), {k for k, f in model.model_fields.items() if f.is_required()})
+    for name, model in TOOL_MODELS.items()
 }
 SEPARATOR = "======="
 _OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
@@ -145,12 +201,26 @@ def _line_range(words: list[str]) -> tuple[int | None, int | None]:
     return (nums[0] if nums else None), (nums[1] if len(nums) > 1 else None)
 
 
+def _block_tool(info: str) -> str:
+    words = info.split()
+    name = words[0].lower() if words else ""
+    return ALIASES.get(name, name)
+
+
 def _from_text(text: str) -> ToolCall:
     blocks = fenced_blocks(text)
     if not blocks:
         raise ActionError(f"no fenced block found in the action. {GRAMMAR_HINT}")
     if len(blocks) > 1:
-        raise ActionError(f"found {len(blocks)} fenced blocks; an action holds exactly one. {GRAMMAR_HINT}")
+        # Reasoning may quote code (```python, ```diff): blocks that name no
+        # tool are text when exactly one block names one (or is bare: bash).
+        tools = [b for b in blocks if _block_tool(b[0]) in TOOLS]
+        if not tools:
+            names = ", ".join(f"```{b[0].split()[0] if b[0].split() else ''}" for b in blocks)
+            raise ActionError(f"found {len(blocks)} fenced blocks ({names}) and none names a tool. {GRAMMAR_HINT}")
+        if len(tools) > 1:
+            raise ActionError(f"found {len(tools)} fenced blocks; an action holds exactly one. {GRAMMAR_HINT}")
+        blocks = tools
     info, body = blocks[0]
     words = info.split()
     name = words[0].lower() if words else ""
@@ -196,46 +266,14 @@ def _from_text(text: str) -> ToolCall:
     return ToolCall("str_replace", {"path": path, "old": old, "new": new})
 
 
-# What each tool's arguments mean, for chat models' tool schemas.
-_ARG_DOCS = {
-    "command": ("string", "A bash command; the working directory and exported variables persist."),
-    "path": ("string", "A path relative to the repository root."),
-    "start": ("integer", "First line to show (1-based)."),
-    "end": ("integer", "Last line to show."),
-    "old": ("string", "Text that occurs exactly once in the file."),
-    "new": ("string", "Its replacement."),
-    "content": ("string", "The whole file."),
-    "tests": ("array", "Test ids (default: the task's visible tests)."),
-}
-_TOOL_DOCS = {
-    "bash": "Run a bash command in the repository.",
-    "view": "Show a file with line numbers (optionally a line range).",
-    "str_replace": "Replace one exact occurrence of `old` with `new` in a file.",
-    "create": "Create or overwrite a file.",
-    "run_tests": "Run tests with pytest.",
-    "submit": "Submit the repository's changes for verification. Ends the episode.",
-}
-
-
 def chat_tools() -> list[dict]:
-    """OpenAI-style tool schemas; a call maps onto the dict action {"tool": NAME, **ARGS}."""
-    tools = []
-    for name in TOOLS:
-        accepted, required = KEYS[name]
-        props: dict[str, dict[str, Any]] = {}
-        for key in sorted(accepted):
-            kind, doc = _ARG_DOCS[key]
-            props[key] = {"type": kind, "description": doc}
-            if kind == "array":
-                props[key]["items"] = {"type": "string"}
-        tools.append(
-            {
-                "type": "function",
-                "function": {
-                    "name": name,
-                    "description": _TOOL_DOCS[name],
-                    "parameters": {"type": "object", "properties": props, "required": sorted(required)},
-                },
-            }
-        )
-    return tools
+    """OpenAI-style tool schemas made from `TOOL_MODELS`; a call maps onto the
+    dict action {"tool": NAME, **ARGS} (`tool_action`)."""
+    return [function_tool(name, TOOL_MODELS[name]) for name in TOOLS]
+
+
+def tool_action(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The dict action of one tool call, its arguments checked against the tool's model."""
+    if name not in TOOL_MODELS:
+        raise ValueError(f"unknown tool {name!r}; the tools are {', '.join(TOOLS)}")
+    return {"tool": name, **tool_arguments(name, TOOL_MODELS[name], arguments)}

@@ -14,7 +14,8 @@ Each step is one tool call (see actions.py for the grammar):
   verifier's runner, in the agent's sandbox, with a summary;
 - `submit`: the diff of the work tree against the base commit (untracked
   files included) is verified in a fresh sandbox and the episode ends.
-  When `max_steps` run out, the env submits by itself.
+  When `max_steps` run out (or the steps of a TimeLimit wrapper, if
+  fewer), the env submits by itself.
 
 Observations: {"task": issue text and instructions, "feedback": the last
 tool's output (capped)}. The reward is 1.0 only for FULL; `info` after the
@@ -36,7 +37,7 @@ from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_ru
 from sandgym.runtimes.base import Mount
 from sandgym.runtimes.pool import SandboxPool
 from sandgym.runtimes.staging import stage_dir
-from sandgym.spaces import UnicodeText
+from sandgym.spaces import TextOrToolCall, UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.models import Verdict
@@ -53,7 +54,7 @@ from sandgym.verifiers.swe_repo.host import (
     verify,
 )
 
-from .actions import ActionError, ToolCall, chat_tools, parse_action
+from .actions import ActionError, ToolCall, chat_tools, parse_action, tool_action
 
 ENV_ID = "sandgym/SWERepo-v0"
 TOOLS_DIR = "/opt/sandgym/swe_tools"
@@ -206,7 +207,8 @@ class SWERepoEnv(SandgymEnv):
         self.render_mode = render_mode
         self.reward_scheme = "binary"
         self.observation_space = spaces.Dict({"task": UnicodeText(), "feedback": UnicodeText()})
-        self.action_space = UnicodeText()
+        # Text in the grammar, or a dict tool call: a dict is in the space when the parser takes it.
+        self.action_space = TextOrToolCall(chat_tools(), parse_action)
         self.task: SWETaskPair | None = None
         self.last_verdict: Verdict | None = None
         self.artifact: str | None = None
@@ -220,6 +222,7 @@ class SWERepoEnv(SandgymEnv):
         self._pool: SandboxPool | None = None  # the one self._sandbox came from
         self._start: StartState | None = None
         self._steps = 0
+        self._limit = max_steps  # this episode's steps: step_limit(max_steps)
         self._done = True
         self._obs: dict[str, str] = {}
 
@@ -241,6 +244,7 @@ class SWERepoEnv(SandgymEnv):
         self._close_sandbox()
         self.task = cast(SWETaskPair, task)  # a swe_repo task set holds SWE task pairs
         self._steps, self._done = 0, False
+        self._limit = self.step_limit(self.max_steps)
         self.last_verdict = self.artifact = None
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         t0 = time.perf_counter()
@@ -252,7 +256,7 @@ class SWERepoEnv(SandgymEnv):
             self._close_sandbox()
             raise
         self.timings["create_s"] = time.perf_counter() - t0
-        prompt = render_prompt(self.task, self.max_steps, self.command_timeout_s)
+        prompt = render_prompt(self.task, self._limit, self.command_timeout_s)
         self._obs = {"task": prompt, "feedback": f"The repository is ready at {REPO_DIR}."}
         return dict(self._obs), self._info()
 
@@ -307,8 +311,11 @@ class SWERepoEnv(SandgymEnv):
         return [{"tool": "submit"}]
 
     def chat_tools(self) -> list[dict]:
-        """Tool schemas for chat models (the harness's openai policy)."""
+        """Tool schemas for chat models (the harness's openai policy), from `actions.TOOL_MODELS`."""
         return chat_tools()
+
+    def tool_action(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return tool_action(name, arguments)
 
     # -- tools ---------------------------------------------------------------------------
 
@@ -451,14 +458,14 @@ class SWERepoEnv(SandgymEnv):
             return "", f"could not take the diff: {e}"
 
     def _after(self, feedback: str, tool: str):
-        if self._steps >= self.max_steps:
-            return self._finish(f"{feedback}\n\nThe {self.max_steps} steps are used up: your work was submitted.\n")
-        self._obs = {"task": self._obs["task"], "feedback": f"{feedback}\n[step {self._steps} of {self.max_steps}]"}
+        if self._steps >= self._limit:
+            return self._finish(f"{feedback}\n\nThe {self._limit} steps are used up: your work was submitted.\n")
+        self._obs = {"task": self._obs["task"], "feedback": f"{feedback}\n[step {self._steps} of {self._limit}]"}
         return dict(self._obs), 0.0, False, False, self._info(tool=tool)
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         assert self.task is not None
-        return {"task_id": self.task.id, "step": self._steps, "max_steps": self.max_steps, **extra}
+        return {"task_id": self.task.id, "step": self._steps, "max_steps": self._limit, **extra}
 
     def _new_sandbox(self, spec: SandboxSpec) -> Sandbox:
         if not self.warm_pool:

@@ -217,6 +217,7 @@ def test_check_env_and_make(env):
             "verifier_retries": 2,
             "screenshot": False,
             "max_action_chars": 1 << 20,
+            "observation": "text",
         }
         assert made.unwrapped.reward_scheme == "binary"
         with pytest.raises(ValueError, match="task_id"):

@@ -21,6 +21,7 @@ from pathlib import Path
 import gymnasium
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from sandgym.specs import TaskSet, bundled_task_set
 
@@ -30,7 +31,7 @@ VENV_BIN = Path(sys.executable).parent
 STARTUP_S = 90.0
 
 
-def _client_class():
+def _client_class(typed: bool = False):
     # openenv imports its Gradio web UI eagerly (seconds on a busy machine);
     # the client never uses it. Blocked only while openenv is imported.
     blocked = "gradio" not in sys.modules
@@ -38,10 +39,12 @@ def _client_class():
         sys.modules["gradio"] = None  # type: ignore[assignment]
     try:
         from openenv import GenericEnvClient
+
+        from sandgym.client import SandgymClient
     finally:
         if blocked and sys.modules.get("gradio", 0) is None:
             del sys.modules["gradio"]
-    return GenericEnvClient
+    return SandgymClient if typed else GenericEnvClient
 
 
 def fence(code: str) -> str:
@@ -143,8 +146,8 @@ class Server:
         """Sandbox processes beyond the zygote's."""
         return self.procs() - self.baseline
 
-    def client(self, **kw):
-        return _client_class()(base_url=self.url, **kw).sync()
+    def client(self, typed: bool = False, **kw):
+        return _client_class(typed)(base_url=self.url, **kw).sync()
 
     def stop(self) -> None:
         """SIGTERM; the server must exit cleanly and leave no sandbox behind."""
@@ -205,6 +208,7 @@ def test_http_endpoints(servers):
     assert httpx.get(f"{single.url}/health").json() == {"status": "healthy"}
     schema = httpx.get(f"{single.url}/schema").json()
     assert {"text", "call"} <= set(schema["action"]["properties"])
+    assert schema["action"]["required"] == ["text"], "a raw model reply alone is a valid action"
     assert schema["action"]["additionalProperties"] is False
     for field in ("task", "feedback", "outcome", "reward_valid", "tests", "turn", "max_turns", "done", "reward"):
         assert field in schema["observation"]["properties"], field
@@ -258,6 +262,97 @@ def test_single_turn_episode(servers, task):
             env.step({"text": "x", "code": "y"})  # extra fields are refused
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):  # text and call at once
             env.step({"text": "x", "call": {"tool": "bash"}})
+
+
+def test_typed_client(servers, task):
+    from sandgym.client import SandgymAction, SandgymObservation, SandgymServerError, SandgymState
+
+    single, _ = servers
+    with single.client(typed=True) as env:
+        ids = env.task_ids()
+        assert TASK in ids and len(ids) == len(TaskSet.load(bundled_task_set("code_function")))
+        listed = {t["task_id"]: t for t in env.list_tasks()}
+        assert "second_largest" in listed[TASK]["visible"]["prompt"] and "hidden" not in listed[TASK]
+        r = env.reset(task_id=TASK)
+        assert isinstance(r.observation, SandgymObservation) and r.observation.task_id == TASK and not r.done
+        r = env.step("Sure:\n" + fence(task.hidden.reference_solution))  # a raw model reply
+        assert r.done and r.reward == 1.0 and r.observation.outcome == "passed" and r.observation.turn == 1
+        state = env.state()
+        assert isinstance(state, SandgymState) and state.done and state.step_count == 1
+        env.reset(task_id=TASK)
+        r = env.step(SandgymAction(text=fence("def second_largest(nums):\n    return max(nums)\n")))
+        assert r.reward == 0.0 and r.observation.outcome == "failed"
+        with pytest.raises(SandgymServerError, match="unknown task id 'nope'") as err:
+            env.reset(task_id="nope")
+        assert err.value.code == "EXECUTION_ERROR"
+        # A bad action never leaves the client: the model names the field.
+        with pytest.raises(ValidationError, match="text"):
+            env.step({"text": 3})
+        with pytest.raises(ValidationError, match="not both"):
+            env.step({"text": "x", "call": {"tool": "bash"}})
+
+
+def test_http_protocol_misuse_is_a_clear_4xx(servers):
+    """The stateless HTTP routes: every misuse is a 4xx with a one-line
+    detail, never a 500."""
+    single, _ = servers
+    url = single.url
+
+    def post(path, **kw):
+        r = httpx.post(f"{url}{path}", timeout=60, **kw)
+        assert 400 <= r.status_code < 500 and "Traceback" not in r.text, (path, r.status_code, r.text)
+        return r.status_code, r.json()["detail"]
+
+    status, detail = post("/step", json={"action": {"text": "hello"}})
+    assert status == 409 and "reset first" in detail and "/ws" in detail
+    status, detail = post("/step", json={"action": {"text": 5}})
+    assert status == 422 and detail[0]["loc"] == ["text"]
+    status, detail = post("/step", json={"action": {"txt": "x"}})
+    assert status == 422 and {"text", "txt"} <= {e["loc"][-1] for e in detail}
+    status, detail = post("/step", json={})
+    assert status == 422 and detail[0]["loc"] == ["body", "action"]
+    status, _ = post("/step", content=b"{not json", headers={"content-type": "application/json"})
+    assert status == 422
+    status, detail = post("/reset", json={"task_id": "nope"})
+    assert status == 404 and "unknown task id 'nope'" in detail and TASK.split("/")[0] in detail
+    status, detail = post("/reset", json={"task_id": 3})
+    assert status == 400 and "task_id must be a string" in detail
+    status, detail = post("/reset", json={"task": TASK})
+    assert status == 400 and "unknown reset argument(s) ['task']" in detail
+    status, detail = post("/CodeFunction-v0/tasks", json={"split": "train"})
+    assert status == 404 and "unknown split 'train'" in detail
+    status, _ = post("/CodeFunction-v0/task", json={"split": "test", "index": 10_000})
+    assert status == 400
+    # The Task API itself.
+    r = httpx.post(f"{url}/CodeFunction-v0/num_tasks", json={"split": "test"})
+    assert r.status_code == 200 and r.json()["num_tasks"] == len(TaskSet.load(bundled_task_set("code_function")))
+
+
+def test_websocket_protocol_misuse_is_a_clear_error(servers):
+    """The WebSocket path: an error frame with a clear message for each
+    misuse, and the session stays usable."""
+    from websockets.sync.client import connect
+
+    single, _ = servers
+    with connect(f"ws://127.0.0.1:{single.port}/ws") as ws:
+
+        def ask(message):
+            ws.send(message if isinstance(message, str) else json.dumps(message))
+            return json.loads(ws.recv(timeout=60))
+
+        reply = ask({"type": "step", "data": {"text": "x"}})
+        assert reply["type"] == "error" and "reset first" in reply["data"]["message"]
+        reply = ask({"type": "step", "data": {"txt": "x"}})
+        assert reply["data"]["code"] == "VALIDATION_ERROR"
+        assert {"text", "txt"} <= {e["loc"][-1] for e in reply["data"]["errors"]}
+        reply = ask({"type": "reset", "data": {"task_id": "nope"}})
+        assert reply["type"] == "error" and "unknown task id 'nope'" in reply["data"]["message"]
+        assert ask("{not json")["data"]["code"] == "INVALID_JSON"
+        assert ask({"type": "jump"})["data"]["code"] == "UNKNOWN_TYPE"
+        reply = ask({"type": "reset", "data": {"task_id": TASK}})
+        assert reply["type"] == "observation" and reply["data"]["observation"]["task_id"] == TASK
+        reply = ask({"type": "step", "data": {"text": fence("def second_largest(nums):\n    return 0\n")}})
+        assert reply["type"] == "observation" and reply["data"]["done"] is True
 
 
 def test_multi_turn_episode(servers, task):
@@ -407,7 +502,23 @@ def oracle_and_null(env_id: str) -> tuple[str, list, list]:
 
 
 def as_openenv_action(action) -> dict:
-    return {"call": action} if isinstance(action, dict) else {"text": action}
+    return {"text": "", "call": action} if isinstance(action, dict) else {"text": action}
+
+
+def test_action_model():
+    from sandgym.client import SandgymAction, as_action
+
+    assert as_action("a raw reply").value == "a raw reply"
+    assert SandgymAction.model_validate({"text": ""}).value == ""
+    call = {"tool": "bash", "command": "ls"}
+    assert SandgymAction.model_validate({"text": "", "call": call}).value == call
+    assert SandgymAction.model_validate({"call": call}).value == call  # the earlier form, still accepted
+    with pytest.raises(ValidationError, match="not both"):
+        SandgymAction.model_validate({"text": "ls", "call": call})
+    with pytest.raises(ValidationError, match="text"):
+        SandgymAction.model_validate({})
+    with pytest.raises(TypeError, match="SandgymAction, a str"):
+        as_action(3)
 
 
 @pytest.mark.parametrize(
@@ -429,3 +540,26 @@ def test_every_family_plays_whole_episodes(tmp_path, env_id):
             assert env.state()["task_id"] == task_id
     finally:
         server.stop()
+
+
+def test_one_manifest_per_family():
+    """manifests/<family>/openenv.yaml for every family of the table, read by
+    openenv's own manifest parser, naming the family's app, env and task count."""
+    import yaml
+    from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser
+
+    import sandgym.server
+    from sandgym.families import FAMILIES
+
+    root = Path(__file__).resolve().parents[2] / "manifests"
+    assert {p.name for p in root.iterdir() if p.is_dir()} == set(FAMILIES)
+    for name, family in FAMILIES.items():
+        raw = yaml.safe_load((root / name / "openenv.yaml").read_text())
+        manifest = OpenEnvYamlParser().parse(root / name)
+        assert manifest.name == f"sandgym_{name}" and raw["env_id"] == family.env_id
+        assert raw["app"] == f"sandgym.server:app_{name}" and raw["client"] == "sandgym.client:SandgymClient"
+        assert manifest.capabilities.task_api
+        size = len(TaskSet.load(bundled_task_set(name)))
+        assert manifest.capabilities.declared_task_count == {"test": size}
+    with pytest.raises(AttributeError):
+        sandgym.server.app_no_such_family  # noqa: B018 - only family apps resolve

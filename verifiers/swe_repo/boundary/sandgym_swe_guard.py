@@ -452,7 +452,7 @@ def arm(key, channel_fd, cfg, plugin):
             pending.extend(type.__subclasses__(cls))
     emit_code = _func_code(plugin._emit)
     per_test = frozenset(("call_start", "pyfunc_end", "call_end", "report"))
-    multicall = set()  # pluggy's caller of every hook implementation (its module moved between versions)
+    multicall: set[object] = set()  # pluggy's caller of every hook implementation (its module moved between versions)
     for mod_name in ("pluggy._callers", "pluggy._execution"):
         fn = getattr(sys_modules.get(mod_name), "_multicall", None)
         if _type(fn) is _FunctionType:
