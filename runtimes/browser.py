@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from .base import RuntimeUnavailable, SandboxError
 from .bwrap import ETC_ALLOWED, host_root_args
-from .local import children, owned_tempdir, pid_alive
+from .local import children, environs, mark_owner, owned_tempdir, owner_gone
 from .staging import _stage, stage_dir, staging_root
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
@@ -175,31 +175,14 @@ def reap_orphans(include_live: bool = False, owner_pid: int | None = None) -> li
     `owner_pid`'s. Returns the pids killed. (Normally they die with their
     owner; this is for what a crash left behind.)"""
     killed = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        for item in env:
-            if item.startswith(MARKER_ENV.encode() + b"="):
-                owner_of = item.split(b"=", 1)[1].split(b"-", 1)[0]
-                if owner_pid is not None:
-                    doomed = owner_of.isdigit() and int(owner_of) == owner_pid
-                else:
-                    doomed = (
-                        owner_of.isdigit() and int(owner_of) != me and (include_live or not pid_alive(int(owner_of)))
-                    )
-                if doomed:
-                    try:
-                        os.kill(int(entry), signal.SIGKILL)
-                        killed.append(int(entry))
-                    except (ProcessLookupError, PermissionError):
-                        pass
-                break
+    for pid, env in environs():
+        mark = mark_owner(env, MARKER_ENV)
+        if mark is not None and owner_gone(mark, include_live, owner_pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
     return killed
 
 
@@ -400,16 +383,7 @@ class BrowserSandbox:
         """Every process of this sandbox: those carrying its marker in their
         environment, their bubblewrap parents and all their descendants."""
         needle = f"{MARKER_ENV}={self.id}".encode()
-        marked = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/environ", "rb") as f:
-                    if needle in f.read().split(b"\0"):
-                        marked.append(int(entry))
-            except OSError:
-                continue
+        marked = [pid for pid, env in environs() if needle in env]
         found: set[int] = set()
         for pid in marked:
             parent = _parent(pid)

@@ -49,6 +49,7 @@ from pathlib import Path
 from .agent_client import AGENT_DIR, AgentChannel, AgentSandbox, agent_config
 from .base import Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec
 from .bwrap import ETC_ALLOWED
+from .jail_launch import kill_uid, uid_processes
 
 DEFAULT_ROOT = "/var/lib/sandgym/jails"
 UID_BASE = 200_000  # far above any account of the image
@@ -58,23 +59,6 @@ DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "ur
 SHARE_KEPT = ("zoneinfo", "python3", "git-core", "misc")
 HERE = Path(__file__).resolve().parent
 LAUNCHER = HERE / "jail_launch.py"
-
-
-def _uid_processes(uid: int) -> list[int]:
-    """Live (not zombie) processes of `uid`, from the server's /proc."""
-    pids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            if os.stat(f"/proc/{name}").st_uid != uid:
-                continue
-            with open(f"/proc/{name}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
-                    pids.append(int(name))
-        except (OSError, IndexError):
-            pass
-    return pids
 
 
 class JailRuntime(Runtime):
@@ -110,7 +94,7 @@ class JailRuntime(Runtime):
                 jail.mkdir(mode=0o755)
             except FileExistsError:
                 continue
-            if _uid_processes(uid):  # left by a server that was killed
+            if uid_processes(uid, set()):  # left by a server that was killed
                 continue
             return uid, jail
         raise SandboxError(f"no free sandbox uid left under {self.root}")
@@ -244,16 +228,7 @@ class JailRuntime(Runtime):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        for _ in range(200):
-            left = _uid_processes(uid)
-            if not left:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.01)
+        kill_uid(uid)
         with self._lock:
             self._live.pop(uid, None)
         shutil.rmtree(jail, ignore_errors=True)

@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from .agent_client import AGENT_DIR, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
@@ -124,14 +125,39 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
+def environs() -> Iterator[tuple[int, list[bytes]]]:
+    """(pid, environment entries) of every process whose environment can be read."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            env = _environ(int(entry))
+            if env:
+                yield int(entry), env
+
+
+def mark_owner(env: list[bytes], name: str) -> int | None:
+    """The owner's pid in an environment's mark `name`=PID-TOKEN, or None
+    (no such mark, or not a pid)."""
+    prefix = name.encode() + b"="
+    for item in env:
+        if item.startswith(prefix):
+            owner = item[len(prefix) :].split(b"-", 1)[0]
+            return int(owner) if owner.isdigit() else None
+    return None
+
+
+def owner_gone(mark: int, include_live: bool, owner: int | None) -> bool:
+    """Whether what carries `mark` (its owner's pid) is to be reaped: with
+    `owner`, only that owner's; else another process's that is gone (or
+    any other's, with include_live)."""
+    if owner is not None:
+        return mark == owner
+    return mark != os.getpid() and (include_live or not pid_alive(mark))
+
+
 def marked(mark: str) -> list[int]:
     """The processes whose environment carries SANDGYM_OWNER=`mark`."""
     needle = f"{OWNER_ENV}={mark}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and needle in _environ(int(entry)):
-            found.append(int(entry))
-    return found
+    return [pid for pid, env in environs() if needle in env]
 
 
 def reap_sandboxes(include_live: bool = False, owner: int | None = None) -> list[int]:
@@ -142,7 +168,6 @@ def reap_sandboxes(include_live: bool = False, owner: int | None = None) -> list
     live owner is always its parent). Returns the pids killed."""
     killed = []
     me = os.getpid()
-    needle = OWNER_ENV.encode() + b"="
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
@@ -159,14 +184,11 @@ def reap_sandboxes(include_live: bool = False, owner: int | None = None) -> list
             continue
         if _AGENT_ARG.encode() not in cmdline:
             continue
-        marks = [item[len(needle) :].split(b"-", 1)[0] for item in _environ(pid) if item.startswith(needle)]
-        mark = int(marks[0]) if marks and marks[0].isdigit() else None
-        if owner is not None:
-            doomed = mark == owner
-        elif mark is not None:
-            doomed = mark != me and (include_live or not pid_alive(mark))
+        mark = mark_owner(_environ(pid), OWNER_ENV)
+        if mark is not None:
+            doomed = owner_gone(mark, include_live, owner)
         else:
-            doomed = ppid == 1
+            doomed = owner is None and ppid == 1
         if doomed:
             _kill_tree(pid)
             killed.append(pid)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sandgym.records import EpisodeRecord
+from sandgym.runtimes.local import environs
 from sandgym.specs import TaskSet, bundled_task_set
 
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
@@ -80,17 +81,10 @@ def marked_by(owner: int) -> list[int]:
     walk of its process tree saw them."""
     prefixes = (f"SANDGYM_OWNER={owner}-".encode(), f"SANDGYM_BROWSER_ID={owner}-".encode())
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        st = _stat(int(entry))
+    for pid, env in environs():
+        st = _stat(pid)
         if st is not None and st[2] != "Z" and any(item.startswith(prefixes) for item in env):
-            found.append(int(entry))
+            found.append(pid)
     return found
 
 

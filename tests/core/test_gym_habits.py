@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
 import socket
 import warnings
 
@@ -24,6 +23,7 @@ import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.base import EnvOptionError
 from sandgym.envs.swe_repo.actions import chat_tools, parse_action
 from sandgym.families import FAMILIES, load
+from sandgym.runtimes.local import environs
 from sandgym.spaces import SAMPLE_LENGTH, SharedTexts, TextOrToolCall, UnicodeText
 from sandgym.specs import TaskSet, bundled_task_set
 from tests.browser_form.test_miniwob import solve
@@ -41,18 +41,7 @@ def owned_by(pids: set[int]) -> list[int]:
     """Live processes that a sandbox of one of `pids` started (local and
     browser sandboxes carry their owner's pid in their environment)."""
     marks = [f"{k}={p}-".encode() for p in pids for k in ("SANDGYM_OWNER", "SANDGYM_BROWSER_ID")]
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(item.startswith(m) for item in env for m in marks):
-            found.append(int(entry))
-    return found
+    return [pid for pid, env in environs() if any(item.startswith(m) for item in env for m in marks)]
 
 
 def containers_of(pids: set[int]) -> list[str]:
