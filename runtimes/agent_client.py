@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import threading
@@ -62,7 +63,6 @@ class AgentChannel:
         self.stderr_tail = bytearray()  # demux: the agent's stderr, last 64 KiB
         self._lock = threading.Lock()
         self.broken: str | None = None
-        self.received_fd: int | None = None
 
     def _recv_chunk(self, n: int, deadline: float) -> bytes:
         while True:
@@ -124,7 +124,29 @@ class AgentChannel:
         except OSError:
             pass
 
+    def notify(self, header: dict) -> bool:
+        """Send a request whose answer nobody waits for; whether it went out."""
+        with self._lock:
+            if self.broken:
+                return False
+            try:
+                self._sock.sendall(encode_frame(header))
+                return True
+            except OSError as e:
+                self.broken = f"{self._describe}: {e}"
+                return False
+
     def request(self, header: dict, body: bytes = b"", timeout: float = 60.0) -> tuple[dict, bytes]:
+        reply, payload, fd = self.request_fd(header, body, timeout)
+        if fd is not None:  # not asked for: do not leak it
+            os.close(fd)
+        return reply, payload
+
+    def request_fd(self, header: dict, body: bytes = b"", timeout: float = 60.0) -> tuple[dict, bytes, int | None]:
+        """request(), plus the descriptor the agent passed with its reply
+        (`fd_follows`), taken under the channel's lock so that concurrent
+        requests cannot swap descriptors."""
+        fd = None
         with self._lock:
             if self.broken:
                 raise SandboxError(self.broken)
@@ -135,13 +157,15 @@ class AgentChannel:
                     _, fds, _, _ = socket.recv_fds(self._sock, 1, 1)
                     if not fds:
                         raise SandboxError(f"{self._describe}: no descriptor came with the reply")
-                    self.received_fd = fds[0]
+                    fd = fds[0]
             except (OSError, SandboxError, ValueError) as e:
                 self.broken = e.args[0] if isinstance(e, SandboxError) else f"{self._describe}: {e}"
                 raise SandboxError(self.broken) from e
             if not reply.get("ok"):
+                if fd is not None:
+                    os.close(fd)
                 raise SandboxError(f"{self._describe}: {reply.get('error', 'agent error')}")
-            return reply, payload
+            return reply, payload, fd
 
 
 def exec_request(
@@ -186,6 +210,9 @@ class AgentSandbox(Sandbox):
     `closer(clean)` ends whatever holds the sandbox (a bubblewrap process,
     a zygote child, a container); `clean` says the agent shut down when
     asked. `diagnose()` gives what the backend knows when the agent is gone.
+    `wait_on_close=False`: close() asks the agent to shut down without
+    waiting for its answer (for agents whose exit ends their sandbox at
+    once, as PID 1 of it: the host moves on while the kernel tears it down).
     """
 
     def __init__(
@@ -195,7 +222,9 @@ class AgentSandbox(Sandbox):
         info: SandboxInfo,
         closer: Callable[[bool], None],
         diagnose: Callable[[], str],
+        wait_on_close: bool = True,
     ):
+        self._wait_on_close = wait_on_close
         self._channel = channel
         self._spec = spec
         self.info = info
@@ -254,7 +283,9 @@ class AgentSandbox(Sandbox):
             return
         self._closed = True
         clean = False
-        if not self._channel.broken:
+        if not self._wait_on_close:
+            clean = self._channel.notify({"op": "shutdown"})
+        elif not self._channel.broken:
             try:
                 self._channel.request({"op": "shutdown"}, timeout=2.0)
                 clean = True

@@ -113,6 +113,8 @@ def reap_tempdirs(include_live: bool = False, root: str | Path | None = None, ow
     return removed
 
 
+# How long close() waits for a zygote sandbox's processes to be gone.
+CLOSE_WAIT_S = 5.0
 OWNER_ENV = "SANDGYM_OWNER"  # in every bubblewrap process's environment: the pid that started it
 _AGENT_ARG = "/opt/sandgym/agent/agent.py"
 
@@ -205,6 +207,44 @@ def children(pid: int) -> list[int]:
     except OSError:
         pass
     return out
+
+
+def _descendants(pid: int) -> list[int]:
+    out, frontier = [], children(pid)
+    while frontier:
+        p = frontier.pop()
+        out.append(p)
+        frontier.extend(children(p))
+    return out
+
+
+def _ns_pids(pid: int) -> list[int]:
+    """A process's pid in each PID namespace it is in, outermost first."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return [int(x) for x in line.split()[1:]]
+    except (OSError, ValueError):
+        pass
+    return []
+
+
+def _wait_gone(host_pid: int, inner_pid: int, timeout: float) -> None:
+    """Wait until the process is gone or a zombie (or its pid now names
+    another process)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ids = _ns_pids(host_pid)
+        if len(ids) < 2 or ids[1] != inner_pid:
+            return
+        try:
+            with open(f"/proc/{host_pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except (OSError, IndexError):
+            return
+        time.sleep(0.0005)
 
 
 def _kill_tree(pid: int) -> None:
@@ -470,16 +510,17 @@ class LocalRuntime(Runtime):
             "hide": [str(Path(STAGE_IN_ZYGOTE).parent)],
         }
         try:
-            reply, _ = z.channel.request(
+            reply, _, fd = z.channel.request_fd(
                 {"op": "spawn", "nest": nest, "agent": agent_config(spec)}, timeout=READY_TIMEOUT_S
             )
-            fd = z.channel.received_fd
-            z.channel.received_fd = None
         except SandboxError as e:
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
+        if fd is None:
+            raise SandboxError(f"could not start sandbox {sid}: the zygote passed no channel")
         sock = socket.socket(fileno=fd)
         channel = AgentChannel(sock, f"sandbox {sid}")
         pid = reply["pid"]
+        host_pid: list[int] = []  # the sandbox's init as this host sees it, found once ready
 
         def closer(clean: bool) -> None:
             if not clean:
@@ -488,14 +529,20 @@ class LocalRuntime(Runtime):
                 except SandboxError:
                     pass
             sock.close()
+            # close() returns once nothing of the sandbox runs: its init is
+            # gone only after the kernel has killed and reaped the rest.
+            if host_pid:
+                _wait_gone(host_pid[0], pid, CLOSE_WAIT_S)
 
         try:
             ready, _ = channel.read_reply(READY_TIMEOUT_S)
         except SandboxError as e:
             closer(False)
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
+        host_pid.extend(p for p in _descendants(z.proc.pid) if _ns_pids(p)[1:] == [pid, 1])
         info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0, labels=dict(spec.labels))
-        return AgentSandbox(channel, spec, info, closer, lambda: z.stderr_text()[-800:])
+        # The agent is PID 1 of the sandbox: its exit ends everything in it.
+        return AgentSandbox(channel, spec, info, closer, lambda: z.stderr_text()[-800:], wait_on_close=False)
 
     # -- public ----------------------------------------------------------------
 

@@ -147,6 +147,16 @@ def send_frame(fd, header, parts):
 # ---- limits and process control --------------------------------------------
 
 PR_SET_DUMPABLE = 4
+_LIBC: list = []
+
+
+def _libc():
+    """libc through ctypes, loaded once (in the zygote, for every sandbox it makes)."""
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
 
 
 def make_undumpable():
@@ -161,7 +171,7 @@ def make_undumpable():
     """
     import ctypes
 
-    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+    if _libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE, 0) failed")
 
 
@@ -171,15 +181,8 @@ MQ_OPEN = {0xC000003E: 240, 0xC00000B7: 180}
 X32_BIT = 0x40000000
 
 
-def refuse_posix_mqueues():
-    """mq_open fails with ENOSYS for the agent and everything it starts.
-
-    A POSIX message queue outlives its maker in the sandbox's IPC namespace,
-    so a pooled sandbox would carry it to the next lease; gVisor (this
-    release) neither mounts the mqueue filesystem that lists them nor
-    enforces RLIMIT_MSGQUEUE, so no reset could find or forbid them there.
-    Refused on every backend alike. (SysV IPC is removed by the pool's reset.)
-    """
+def _mqueue_filter():
+    """The seccomp program of refuse_posix_mqueues, as a ctypes sock_fprog."""
     import ctypes
 
     def op(code, k, jt=0, jf=0):
@@ -206,8 +209,31 @@ def refuse_posix_mqueues():
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    fprog = SockFprog(len(prog) // 8, prog)
+    return SockFprog(len(prog) // 8, prog)
+
+
+_MQUEUE_FILTER: list = []
+
+
+def prepare():
+    """Build once, in the zygote, what every sandbox's agent needs at start."""
+    _libc()
+    _MQUEUE_FILTER.append(_mqueue_filter())
+
+
+def refuse_posix_mqueues():
+    """mq_open fails with ENOSYS for the agent and everything it starts.
+
+    A POSIX message queue outlives its maker in the sandbox's IPC namespace,
+    so a pooled sandbox would carry it to the next lease; gVisor (this
+    release) neither mounts the mqueue filesystem that lists them nor
+    enforces RLIMIT_MSGQUEUE, so no reset could find or forbid them there.
+    Refused on every backend alike. (SysV IPC is removed by the pool's reset.)
+    """
+    import ctypes
+
+    libc = _libc()
+    fprog = _MQUEUE_FILTER[0] if _MQUEUE_FILTER else _mqueue_filter()
     # Required for an unprivileged filter (and set already where the backend does).
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
@@ -603,40 +629,44 @@ def _ping(req, read_body, cfg):
 
 
 def op_spawn(req, read_body, cfg):
-    """Zygote only: fork a fresh sandbox and hand the host its channel."""
+    """Zygote only: clone a fresh sandbox and hand the host its channel.
+
+    The zygote answers at once: the new sandbox (PID 1 of its own
+    namespaces, the zygote's sibling) sets itself up and says `ready` on
+    that channel, or exits, which the host reads as a failed start (its
+    traceback goes to the zygote's stderr).
+    """
     import socket
 
     import nest
 
     read_body()
     host_end, child_end = socket.socketpair()
-    report_r, report_w = os.pipe()
-
-    def become_sandbox():
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        pid = nest.clone(nest.SANDBOX_CLONE)
+    except BaseException:
         host_end.close()
-        os.close(report_r)
-        nest.enter(req["nest"], report_w)
-        fd = child_end.detach()
-        os.dup2(fd, 0)
-        os.dup2(fd, 1)
-        os.closerange(3, 1 << 16)
-        return serve(req["agent"])
+        child_end.close()
+        raise
+    if pid == 0:
+        code = 1
+        try:
+            host_end.close()
+            nest.enter(req["nest"], uid, gid)
+            fd = child_end.detach()
+            os.dup2(fd, 0)
+            os.dup2(fd, 1)
+            os.closerange(3, 1 << 16)
+            code = serve(req["agent"])
+        except BaseException:
+            import traceback
 
-    pid = _fork(become_sandbox)
+            traceback.print_exc()
+        finally:
+            os._exit(code & 0xFF if isinstance(code, int) else 1)
     child_end.close()
-    os.close(report_w)
-    reported = b""
-    while True:
-        chunk = os.read(report_r, 64)
-        if not chunk:
-            break
-        reported += chunk
-    os.close(report_r)
-    os.waitpid(pid, 0)
-    if not reported:
-        host_end.close()
-        raise RuntimeError("the new sandbox failed during setup (see the zygote's stderr)")
-    return {"ok": True, "pid": int(reported), "fd_follows": True}, b"", host_end
+    return {"ok": True, "pid": pid, "fd_follows": True}, b"", host_end
 
 
 def op_kill(req, read_body, cfg):
@@ -712,7 +742,10 @@ def serve(cfg):
 
         op = req.get("op")
         if op == "shutdown":
-            _write_all(out_fd, encode_frame({"ok": True}))
+            try:
+                _write_all(out_fd, encode_frame({"ok": True}))
+            except OSError:
+                pass  # a host that does not wait for the answer has closed its end
             break
         passed = None
         parts = []
@@ -746,7 +779,9 @@ def serve(cfg):
                 if isinstance(buf, bytearray):
                     wipe(buf)
             del consumed[:], parts[:]
-    if not zygote:
+    if not zygote and os.getpid() != 1:
+        # (As PID 1 of its namespace, the agent's exit takes every other
+        # process in it along: the kernel kills them.)
         kill_all_others()
     return 0
 
@@ -757,6 +792,13 @@ def main():
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
         for name in cfg.get("preload", []):
             __import__(name)  # warm for every fork
+        prepare()
+        import gc
+
+        # What is loaded now stays out of every collection: a collection in a
+        # sandbox would otherwise write to (and so copy) the pages of objects
+        # it shares with the zygote.
+        gc.freeze()
     return serve(cfg)
 
 

@@ -1,12 +1,13 @@
-"""Turn a fork of the zygote into a fresh sandbox: new namespaces, new tmpfs.
+"""Turn a clone of the zygote into a fresh sandbox: new namespaces, new tmpfs.
 
 The local runtime keeps one pristine agent (the zygote) inside a
-bubblewrap sandbox; it never runs a command. Each new sandbox is a fork
-of it that enters new user, PID, mount, network, IPC and UTS namespaces,
-mounts fresh tmpfs for the workspace, /tmp, /dev/shm and /opt, binds the
-requested read-only folders, brings up `lo`, drops every capability and
-becomes that sandbox's agent. A fork costs about as much as a few
-syscalls; a new bubblewrap and interpreter cost tens of milliseconds.
+bubblewrap sandbox; it never runs a command. Each new sandbox is a raw
+clone(2) of it made straight into new user, PID, mount, network, IPC and
+UTS namespaces (PID 1 there, no intermediate process), which mounts fresh
+tmpfs for the workspace, /tmp, /dev/shm and /opt, binds the requested
+read-only folders, brings up `lo`, drops every capability and becomes that
+sandbox's agent. A clone costs about as much as a few syscalls; a new
+bubblewrap and interpreter cost tens of milliseconds.
 
 Standard library only (ctypes for the syscalls Python 3.11 lacks).
 """
@@ -14,6 +15,7 @@ Standard library only (ctypes for the syscalls Python 3.11 lacks).
 import ctypes
 import fcntl
 import os
+import signal
 import socket
 import struct
 
@@ -32,6 +34,18 @@ IFF_UP, IFF_LOOPBACK, IFF_RUNNING = 0x1, 0x8, 0x40
 LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 _libc = ctypes.CDLL(None, use_errno=True)
+for _name in ("mount", "prctl", "capset", "sethostname"):
+    getattr(_libc, _name)  # looked up once, in the zygote, not in every sandbox
+# clone(2) through PyDLL keeps the GIL held across the call, so the child
+# resumes Python holding it. (The arguments after the flags are all zero,
+# which makes their order, which differs between architectures, moot.)
+_raw = ctypes.PyDLL(None, use_errno=True)
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+CLONE_PARENT = 0x00008000
+SANDBOX_NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
+# A sandbox is the zygote's sibling: the init of the zygote's own PID
+# namespace (bubblewrap's) reaps it the moment it ends.
+SANDBOX_CLONE = SANDBOX_NAMESPACES | CLONE_PARENT
 
 
 def _check(ret, what):
@@ -72,30 +86,49 @@ def _loopback_up():
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sH14x", b"lo", IFF_UP | IFF_LOOPBACK | IFF_RUNNING))
 
 
-def enter(spec, report_fd):
-    """Become PID 1 of a fresh sandbox. The calling process writes the new
-    PID (as the zygote sees it) to `report_fd` and exits; only the new
-    sandbox's init returns from here.
+def clone(flags):
+    """clone(2) with `flags` (+SIGCHLD): the child's pid, 0 in the child.
+
+    Unlike os.fork, it makes the child in new namespaces at once (PID 1 of
+    a new PID namespace, with no process in between) and runs none of
+    Python's after-fork hooks, which cost more than the clone itself. So
+    the caller must be single-threaded, and the child must run only code
+    that needs no hook: no threads of the parent's, no reseeded `random`
+    (callers that run other code reseed it themselves). glibc's cached
+    thread id also stays the parent's, so raise() and pthread_kill() in
+    the child itself miss; the agent uses neither (os.fork in it, for
+    commands, sets things right again).
+    """
+    number = SYS_CLONE.get(os.uname().machine)
+    if number is None:
+        raise OSError(38, f"clone: no syscall number known for {os.uname().machine}")
+    zero = ctypes.c_void_p(0)
+    pid = _raw.syscall(ctypes.c_long(number), ctypes.c_ulong(flags | signal.SIGCHLD), zero, zero, zero, zero)
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
+
+
+def _write(path, text):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def enter(spec, uid, gid):
+    """Set up a sandbox from inside its fresh namespaces (called in the child
+    of clone(SANDBOX_NAMESPACES), PID 1 there). `uid`, `gid`: the zygote's
+    ids, mapped to themselves.
 
     spec: workdir, disk_bytes, binds [[source, target]] with targets under
     /opt, hide (folders to cover with an empty tmpfs), hostname.
     """
-    uid, gid = os.getuid(), os.getgid()
-    _check(
-        _libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS),
-        "unshare",
-    )
-    with open("/proc/self/setgroups", "w") as f:
-        f.write("deny")
-    with open("/proc/self/uid_map", "w") as f:
-        f.write(f"{uid} {uid} 1")
-    with open("/proc/self/gid_map", "w") as f:
-        f.write(f"{gid} {gid} 1")
-    pid = os.fork()
-    if pid:
-        os.write(report_fd, str(pid).encode())
-        os._exit(0)
-    os.close(report_fd)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
     os.setsid()
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)

@@ -24,16 +24,60 @@ from tests.helpers import make_task
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
 
 
+def _foreign(pid: int) -> bool:
+    """Whether `pid` runs under a sandbox another process started (other
+    test sessions share this machine): an ancestor carries an owner mark
+    that names another pid. An escaped process of ours, left to init,
+    carries none and still counts."""
+    from sandgym.runtimes.browser import MARKER_ENV
+    from sandgym.runtimes.local import OWNER_ENV, _environ, mark_owner
+
+    seen = 0
+    while pid > 1 and seen < 64:
+        env = _environ(pid)
+        for name in (OWNER_ENV, MARKER_ENV):
+            owner = mark_owner(env, name)
+            if owner is not None:
+                return owner != os.getpid()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        seen += 1
+    return False
+
+
+def _dead(pid: int) -> bool:
+    """A zombie: ended, only waiting to be reaped (whoever's it is)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
 def sandbox_user_processes() -> set[int]:
     pids = set()
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
-                if os.stat(f"/proc/{p}").st_uid == SANDBOX_UID:
+                if os.stat(f"/proc/{p}").st_uid == SANDBOX_UID and not _dead(int(p)) and not _foreign(int(p)):
                     pids.add(int(p))
             except OSError:
                 pass
     return pids
+
+
+def describe(pids: set[int]) -> list[str]:
+    out = []
+    for pid in sorted(pids):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                out.append(f.read()[:60])
+        except OSError:
+            out.append(f"{pid} (gone)")
+    return out
 
 
 @pytest.fixture
@@ -48,7 +92,8 @@ def host_guard(runtime, tmp_path):
     deadline = time.monotonic() + 10
     while sandbox_user_processes() - before and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not (sandbox_user_processes() - before), "processes outlived the sandbox"
+    left = sandbox_user_processes() - before
+    assert not left, f"processes outlived the sandbox: {describe(left)}"
     assert canary.read_text() == "untouched"
     assert sorted(canary.parent.iterdir()) == [canary]
     new_tmp = {n for n in set(os.listdir("/tmp")) - tmp_before if "pwned" in n}

@@ -151,3 +151,54 @@ def test_import_reads_gzip_and_plain(tmp_path):
     a = import_humaneval(plain, tmp_path / "a")
     b = import_humaneval(packed, tmp_path / "b")
     assert a.hash == b.hash and a.ids == ["X/0"]
+
+
+# Calls are sent to the candidate ahead of their turn (a test list's, and
+# those a dry run of check code finds); each is still answered in the
+# order the judging makes it, and a call that was not guessed goes out on
+# its own. These cases would break if answers were matched to the wrong call.
+
+COUNTER = "calls = []\ndef nth(x):\n    calls.append(x)\n    return [len(calls), x]\n"
+
+
+def test_calls_sent_ahead_are_answered_in_order(runtime):
+    tests = [{"args": [i], "expected": [i + 1, i]} for i in range(20)]
+    task = make_task(entry_point="nth", tests=tests, reference=COUNTER)
+    v = verify(task, COUNTER, runtime)
+    assert v.outcome == Outcome.PASSED, v
+    # A wrong answer to call 7 fails test 7 only.
+    wrong = COUNTER.replace("return [len(calls), x]", "return [len(calls), x if x != 7 else -1]")
+    v = verify(task, wrong, runtime)
+    assert [t.name for t in v.tests if t.status != "passed"] == ["test_7"]
+
+
+def test_check_calls_that_depend_on_results_or_time(runtime):
+    check = (
+        "import random, time\n"
+        "def check(candidate):\n"
+        "    for i in range(5):\n"
+        "        assert candidate(i) == [i + 1, i]\n"
+        "    first = candidate(100)\n"  # the 6th call
+        "    assert candidate(first[0]) == [7, 6]\n"  # arguments from a result: not guessable
+        "    stamp = time.monotonic_ns() % 1000\n"
+        "    assert candidate(stamp) == [8, stamp]\n"  # differs from the dry run's
+        "    for n in range(8, 30):\n"
+        "        x = random.randint(0, 10**6)\n"  # unseeded: replayed as the dry run drew it
+        "        assert candidate(x) == [n + 1, x]\n"
+    )
+    task = make_task(entry_point="nth", check_code=check, reference=COUNTER)
+    assert verify(task, COUNTER, runtime).outcome == Outcome.PASSED
+    assert verify(task, COUNTER.replace("len(calls)", "len(calls) + (len(calls) == 20)"), runtime).outcome == (
+        Outcome.FAILED
+    )
+
+
+def test_calls_larger_than_the_pipes(runtime):
+    # Requests and answers far past a pipe's 64 KiB, and output besides:
+    # neither side may block the other.
+    code = "def echo(xs):\n    print('o' * 100000)\n    return xs\n"
+    tests = [{"args": [list(range(i, i + 30000))], "expected": list(range(i, i + 30000))} for i in range(6)]
+    task = make_task(entry_point="echo", tests=tests, reference=code, timeout_s=20)
+    v = verify(task, code, runtime)
+    assert v.outcome == Outcome.PASSED, v
+    assert 0 < len(v.attempts[-1].output) <= 4000

@@ -1,9 +1,9 @@
 """The candidate's side of the boundary: runs its code, answers calls.
 
-runner.py forks this side before it reads the hidden tests, so nothing of
-them is in this process's memory; the fork then enters new user, PID and
-mount namespaces, where the runner and the sandbox's agent have no PID to
-signal. Messages are JSON lines on a pipe pair:
+runner.py starts this side before it reads the hidden tests, so nothing
+of them is in this process's memory; it runs in new user, PID and mount
+namespaces (spawn()), where the runner and the sandbox's agent have no PID
+to signal. Messages are JSON lines on a pipe pair:
 
     here -> runner:  {"ready": true}                             once, before any candidate code
     runner -> here:  {"context_code", "code", "entry_point"}     once
@@ -19,6 +19,7 @@ import ctypes
 import json
 import os
 import signal
+import sys
 import traceback
 
 import plainvalues
@@ -47,19 +48,80 @@ def _check(ret, what):
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+
+
+def _clone(flags):
+    """clone(2) with `flags` (+SIGCHLD): the child's pid, 0 in the child.
+
+    Through PyDLL, so the GIL stays held and the child resumes Python
+    holding it; none of os.fork's after-fork hooks run, so the caller must
+    be single-threaded (the runner forks this side before anything else).
+    glibc's cached thread id stays the runner's, so raise() in this
+    process misses (signal.raise_signal fails; os.abort still ends it).
+    The arguments after the flags are zero, so their per-architecture
+    order does not matter.
+    """
+    number = SYS_CLONE.get(os.uname().machine)
+    if number is None:
+        raise OSError(38, "clone: unknown architecture")
+    zero = ctypes.c_void_p(0)
+    pid = ctypes.PyDLL(None, use_errno=True).syscall(
+        ctypes.c_long(number), ctypes.c_ulong(flags | signal.SIGCHLD), zero, zero, zero, zero
+    )
+    if pid < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"clone: {os.strerror(err)}")
+    return pid
+
+
+def spawn(isolate):
+    """Start the candidate's process: (pid, cloned); pid is 0 in it.
+
+    Isolated, it is made by one clone(2) straight into new user, PID and
+    mount namespaces (PID 1 there); where the sandbox refuses that, by a
+    fork that confine() later has unshare them. Not isolated: a fork.
+    """
+    if isolate:
+        try:
+            return _clone(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS), True
+        except OSError:
+            pass
+    return os.fork(), False
+
+
+def confine(isolate, cloned):
+    """In the candidate's process, once its descriptors are in place."""
+    if cloned:
+        if "random" in sys.modules:
+            sys.modules["random"].seed()  # as os.fork's hook would: no state shared with the runner
+        _confine(_libc())
+    elif isolate:
+        enter_namespaces()
+
+
 def enter_namespaces():
     """Become PID 1 of new user, PID and mount namespaces, with a /proc of our own.
 
     The calling process stays outside as a relay: it waits for the inner
     process and exits with its status; the inner one dies with it.
     """
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS), "unshare")
     pid = os.fork()
     if pid:
         status = os.waitpid(pid, 0)[1]
         os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-    # Should the relay die first, the pipes close and serve() ends anyway.
+    _confine(libc)
+
+
+def _confine(libc):
+    """In the candidate's new namespaces: die with the parent, a /proc of its own, no capabilities."""
+    # Should the parent die first, the pipes close and serve() ends anyway.
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl")
     # A /proc of its own hides the verifier's processes from view. Signals
     # need no mount to be contained: outside PIDs are not in this namespace.

@@ -16,12 +16,12 @@ or "check_code"}. SANDGYM_CANDIDATE_ISOLATION=process skips the namespaces
 Standard library only.
 """
 
+import collections
 import json
 import os
 import select
 import signal
 import sys
-import threading
 import time
 import traceback
 
@@ -71,6 +71,7 @@ class Candidate:
         self.r: int | None = None
         self.status = None
         self.load_error = None
+        self.pending: collections.deque = collections.deque()  # request lines sent ahead, not yet answered
 
     def start(self):
         """Fork the candidate's side. Called before the payload is read."""
@@ -78,7 +79,7 @@ class Candidate:
         from_child_r, from_child_w = os.pipe()
         out_r, out_w = os.pipe()
         isolate = self.isolation == "pidns"
-        pid = os.fork()
+        pid, cloned = candidate_host.spawn(isolate)
         if pid == 0:  # the candidate's side
             code = 1
             try:
@@ -91,8 +92,7 @@ class Candidate:
                 os.dup2(to_child_r, 3)
                 os.dup2(from_child_w, 4)
                 os.closerange(5, 1 << 16)
-                if isolate:
-                    candidate_host.enter_namespaces()
+                candidate_host.confine(isolate, cloned)
                 candidate_host.serve(3, 4)
                 code = 0
             except BaseException:
@@ -101,14 +101,28 @@ class Candidate:
                 os._exit(code)
         for fd in (to_child_r, from_child_w, out_w):
             os.close(fd)
+        # Writes never block (a candidate that stops reading cannot hold
+        # the runner past its deadline); output is read while waiting.
+        os.set_blocking(to_child_w, False)
+        os.set_blocking(out_r, False)
         self.pid, self.w, self.r, self.buf = pid, to_child_w, from_child_r, bytearray()
-        self.out_r = out_r
+        self.out_r: int | None = out_r
 
-    def load(self):
-        """Send the code; raises InfraError if the candidate's side never came up."""
-        threading.Thread(target=self._drain, args=(self.out_r,), daemon=True).start()
-        # The candidate's side speaks before any candidate code runs:
-        # silence here means the boundary failed, not the candidate.
+    def load(self, calls=()):
+        """Send the code, and after it the calls in `calls` (encoded request
+        lines, answered in order: see call()), all at once; raises
+        InfraError if the candidate's side never came up."""
+        try:
+            self._write(self._line({k: self.payload[k] for k in ("context_code", "code", "entry_point")}))
+            if calls:
+                self.pending.extend(calls)
+                self._write(b"".join(calls))
+        except (CandidateGone, CallTimeout):
+            # Whose fault that is shows in what it said first (read below):
+            # nothing, if it never came up.
+            self.pending.clear()
+        # The candidate's side speaks before it reads any of that, so before
+        # any candidate code runs: silence here means the boundary failed.
         try:
             first = self._recv()
         except CandidateGone:
@@ -117,29 +131,78 @@ class Candidate:
             raise InfraError("the candidate process did not start in time") from None
         if first != {"ready": True}:
             raise InfraError(f"unexpected first message from the candidate process: {first!r}")
-        self._send({k: self.payload[k] for k in ("context_code", "code", "entry_point")})
         reply = self._recv()
         if "load_error" in reply:
             self.load_error = str(reply["load_error"])
+            self.pending.clear()  # it answers no call now
 
-    def _drain(self, fd):
-        for chunk in iter(lambda: os.read(fd, 1 << 16), b""):
+    def _drain(self):
+        """Read what the candidate printed so far (its pipe is non-blocking)."""
+        while self.out_r is not None:
+            try:
+                chunk = os.read(self.out_r, 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:
+                os.close(self.out_r)
+                self.out_r = None
+                return
             room = MAX_OUTPUT - len(self.output)
             if room > 0:
                 self.output += chunk[:room]
 
+    def _wait(self, writing):
+        """Wait until the reply pipe is readable (or, `writing`, the request
+        pipe writable), reading the candidate's output meanwhile (and,
+        `writing`, its replies, so that neither side can block the other).
+        Returns whether it is; raises CallTimeout at the deadline."""
+        r, w = self.r, self.w
+        if r is None or w is None:  # stopped
+            raise CandidateGone()
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise CallTimeout()
+        fds = [r] if self.out_r is None else [r, self.out_r]
+        readable, writable, _ = select.select(fds, [w] if writing else [], [], left)
+        if self.out_r is not None and self.out_r in readable:
+            self._drain()
+        if not writing:
+            return r in readable
+        if r in readable:
+            self._read_replies()
+        return w in writable
+
+    def _read_replies(self):
+        """Read what the reply pipe holds into the buffer; CandidateGone at its end."""
+        if self.r is None:  # stopped
+            raise CandidateGone()
+        chunk = os.read(self.r, 1 << 20)
+        if not chunk:
+            raise CandidateGone()
+        self.buf += chunk
+        if len(self.buf) > MAX_REPLY:
+            raise ValueError("the candidate's reply is larger than 64 MiB")
+
     def output_text(self):
         return bytes(self.output).decode("utf-8", "replace")
 
-    def _send(self, obj):
+    @staticmethod
+    def _line(obj):
+        return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
+
+    def _write(self, data):
         if self.w is None:  # stopped
             raise CandidateGone()
-        data = (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode()
-        try:
-            while data:
-                data = data[os.write(self.w, data) :]
-        except (BrokenPipeError, OSError):
-            raise CandidateGone() from None
+        view = memoryview(data)
+        while view:
+            if not self._wait(writing=True):
+                continue
+            try:
+                view = view[os.write(self.w, view) :]
+            except BlockingIOError:
+                continue
+            except OSError:  # EPIPE: it is gone
+                raise CandidateGone() from None
 
     def _recv(self):
         # A bytearray grows in amortized O(1) and only new bytes are scanned:
@@ -148,19 +211,10 @@ class Candidate:
             raise CandidateGone()
         end = self.buf.find(b"\n")
         while end < 0:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise CallTimeout()
-            ready, _, _ = select.select([self.r], [], [], left)
-            if not ready:
+            if not self._wait(writing=False):
                 continue
-            chunk = os.read(self.r, 1 << 20)
-            if not chunk:
-                raise CandidateGone()
             scanned = len(self.buf)
-            self.buf += chunk
-            if len(self.buf) > MAX_REPLY:
-                raise ValueError("the candidate's reply is larger than 64 MiB")
+            self._read_replies()
             end = self.buf.find(b"\n", scanned)
         line = bytes(self.buf[:end])
         del self.buf[: end + 1]
@@ -169,9 +223,30 @@ class Candidate:
             raise ValueError("malformed reply from the candidate process")
         return msg
 
+    @staticmethod
+    def request(args, kwargs):
+        """The request line for a call (its arguments as they are now)."""
+        return Candidate._line({"args": plainvalues.encode(list(args)), "kwargs": plainvalues.encode(dict(kwargs))})
+
     def call(self, args, kwargs):
-        """('value', v) | ('error', text); raises CallTimeout or CandidateGone."""
-        self._send({"args": plainvalues.encode(list(args)), "kwargs": plainvalues.encode(dict(kwargs))})
+        """('value', v) | ('error', text); raises CallTimeout or CandidateGone.
+
+        A call sent ahead (load(calls)) is answered from the reply stream
+        when it is the next one queued; any other call first reads and
+        drops what is still queued (its answers are not this call's), then
+        goes out on its own.
+        """
+        line = self.request(args, kwargs)
+        if self.pending and self.pending[0] == line:
+            self.pending.popleft()
+        else:
+            while self.pending:
+                self.pending.popleft()
+                try:
+                    self._recv()
+                except ValueError:
+                    pass  # an unreadable answer to a call nobody asked for
+            self._write(line)
         reply = self._recv()
         if "value" in reply:
             return "value", plainvalues.decode(reply["value"])
@@ -205,6 +280,7 @@ class Candidate:
             except ProcessLookupError:
                 pass
             self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        self._drain()  # what it printed last (a process it left behind may hold the pipe: no waiting)
 
 
 def run_cases(cand, payload):
@@ -245,6 +321,105 @@ def run_cases(cand, payload):
                 )
             break
     return results
+
+
+# Calls sent ahead of their turn (see calls_ahead): at most so many, so many
+# bytes, and so much time spent finding them in check code.
+AHEAD_CALLS = 256
+AHEAD_BYTES = 1 << 20
+AHEAD_CHECK_S = 0.05
+
+
+class _Enough(BaseException):
+    pass
+
+
+class _Anything:
+    """What a call returns in a dry run of check code (calls_ahead): equal
+    to, and in range of, anything, so that the check runs on to its next
+    call. Nothing judged ever sees one."""
+
+    def _self(self, *args, **kwargs):
+        return self
+
+    def _true(self, other):
+        return True
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __contains__ = _true
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _self
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = _self
+    __pow__ = __rpow__ = __neg__ = __pos__ = __abs__ = __round__ = __call__ = __getitem__ = _self
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        return True
+
+    def __float__(self):
+        return 0.0
+
+    def __int__(self):
+        return 0
+
+    __index__ = __int__
+
+    def __len__(self):
+        return 0
+
+    def __iter__(self):
+        return iter(())
+
+
+def calls_ahead(payload):
+    """Request lines for the calls the judging will make, in order, so that
+    they reach the candidate in one write (each answered in turn, see
+    Candidate.call): a test list's own calls; for check code, those of a
+    dry run of it (in this process, with _Anything for every result and
+    `random` put back as it was), up to its first call that depends on a
+    result. A wrong guess only costs time: a call not guessed goes out on
+    its own."""
+    if not payload.get("check_code"):
+        lines, size = [], 0
+        for t in payload["tests"][:AHEAD_CALLS]:
+            try:
+                lines.append(Candidate.request(t.get("args", []), t.get("kwargs", {})))
+            except (TypeError, ValueError, RecursionError):
+                break  # judged as it always was, when its turn comes
+            size += len(lines[-1])
+            if size > AHEAD_BYTES:
+                break
+        return lines
+    import random
+
+    state = random.getstate()
+    lines = []
+    size = 0
+
+    def record(*args, **kwargs):
+        nonlocal size
+        lines.append(Candidate.request(args, kwargs))
+        size += len(lines[-1])
+        if len(lines) >= AHEAD_CALLS or size > AHEAD_BYTES:
+            raise _Enough()
+        return _Anything()
+
+    def out_of_time(signum, frame):
+        raise _Enough()
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    try:
+        try:
+            signal.setitimer(signal.ITIMER_REAL, AHEAD_CHECK_S)
+            namespace: dict = {"__name__": "__check__"}
+            exec(payload["compiled_check"], namespace)
+            namespace[payload["entry_point"]] = record
+            namespace["check"](record)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+    except BaseException:  # whatever ends the dry run ends the list there
+        pass
+    signal.signal(signal.SIGALRM, previous)
+    random.setstate(state)
+    return lines
 
 
 class CandidateError(Exception):
@@ -301,8 +476,9 @@ def main():
     if payload.get("check_code"):
         # The test code is the data set's, compiled before any candidate runs.
         payload["compiled_check"] = compile(payload["context_code"] + "\n" + payload["check_code"], "<check>", "exec")
+    ahead = calls_ahead(payload)
     try:
-        cand.load()
+        cand.load(ahead)
         if cand.load_error is not None:
             record["load_error"] = cand.load_error
             record["tests"] = [{"name": n, "status": "failed", "detail": cand.load_error} for n in names]
