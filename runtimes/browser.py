@@ -12,10 +12,15 @@ namespace has only `lo`.
 The state folder (`state_dir`, host side) is the app's: its SQLite
 database lives there, and the host reads it directly (the verifier's side
 channel). Chromium's mount namespace has an empty tmpfs over it.
+
+Playwright itself (its node driver and async API) runs once per process on
+one event-loop thread (`PlaywrightHost`), shared by every sandbox.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import json
 import os
 import select
@@ -27,9 +32,10 @@ import threading
 import time
 import uuid
 import zipfile
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .base import RuntimeUnavailable, SandboxError
 from .bwrap import ETC_ALLOWED, host_root_args
@@ -37,7 +43,10 @@ from .local import children, environs, mark_owner, owned_tempdir, owner_gone
 from .staging import _stage, stage_dir, staging_root
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
-    from playwright.sync_api import Browser, Playwright
+    from playwright.async_api import Browser
+    from playwright.async_api import Playwright as AsyncPlaywright
+
+T = TypeVar("T")
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -134,39 +143,95 @@ def _comm(pid: int) -> str:
         return ""
 
 
-_thread_driver = threading.local()
+class PlaywrightHost:
+    """One Playwright driver (its async API) on one event-loop thread, shared by
+    every browser sandbox of this process.
 
+    Calls of many sessions run concurrently on the one loop, so a session can
+    make its next episode's page while its agent acts; and a process runs one
+    node driver however many workers it has (the sync API needs one per thread).
+    Started by the first sandbox, stopped when the last one closes."""
 
-def _acquire_playwright() -> Playwright:
-    """The calling thread's Playwright driver, shared by its sandboxes.
+    _lock = threading.Lock()
+    _shared: PlaywrightHost | None = None
 
-    Playwright's sync API allows one running instance per thread; every
-    browser this thread launches goes through it."""
-    from playwright.sync_api import sync_playwright
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.users = 0
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="sandgym-playwright", daemon=True)
+        self.thread.start()
+        self.playwright: AsyncPlaywright | None = None
+        self._manager: Any = None  # Playwright's context manager: it holds the driver process
 
-    if getattr(_thread_driver, "playwright", None) is None:
-        _thread_driver.playwright = sync_playwright().start()
-        _thread_driver.users = 0
-    _thread_driver.users += 1
-    return _thread_driver.playwright
+    @classmethod
+    def acquire(cls) -> PlaywrightHost:
+        with cls._lock:
+            host = cls._shared
+            # A forked child inherits the object but not the thread; a dead driver serves no one.
+            if host is None or host.pid != os.getpid() or not host.driver_alive():
+                host = PlaywrightHost()
+                try:
+                    host.playwright, host._manager = host.run(_start_playwright(), timeout=LAUNCH_TIMEOUT_MS / 1000)
+                except BaseException:
+                    host._stop_loop()
+                    raise
+                cls._shared = host
+            host.users += 1
+            return host
 
+    def release(self) -> None:
+        with PlaywrightHost._lock:
+            self.users -= 1
+            if self.users > 0:
+                return
+            if PlaywrightHost._shared is self:
+                PlaywrightHost._shared = None
+        if self.playwright is not None:
+            try:
+                self.run(self.playwright.stop(), timeout=EXIT_GRACE_S)
+            except Exception:  # the driver may have died with a crash
+                pass
+            self.playwright = None
+        self._stop_loop()
 
-def _release_playwright() -> None:
-    _thread_driver.users -= 1
-    if _thread_driver.users == 0:
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(EXIT_GRACE_S)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Start `coro` on the loop; the future is its result (cancelling it cancels the coroutine)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        return self.submit(coro).result(timeout)
+
+    @property
+    def driver_pid(self) -> int | None:
+        """The pid of the node driver (private API; None if not found)."""
         try:
-            _thread_driver.playwright.stop()
-        except Exception:  # the driver may have died with a crash
-            pass
-        _thread_driver.playwright = None
+            return int(self._manager._client._transport._proc.pid)
+        except (AttributeError, TypeError, ValueError):
+            return None
+
+    def driver_alive(self) -> bool:
+        pid = self.driver_pid
+        if pid is None:
+            return self.playwright is not None
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
 
 
-def _driver_pid(playwright: Playwright) -> int | None:
-    """The pid of the Playwright driver (node) behind `playwright` (private API; None if not found)."""
-    try:
-        return int(playwright._impl_obj._connection._transport._proc.pid)  # type: ignore[attr-defined]
-    except (AttributeError, TypeError, ValueError):
-        return None
+async def _start_playwright() -> tuple[AsyncPlaywright, Any]:
+    from playwright.async_api import async_playwright
+
+    manager = async_playwright()
+    return await manager.start(), manager
 
 
 def reap_orphans(include_live: bool = False, owner_pid: int | None = None) -> list[int]:
@@ -226,8 +291,9 @@ def _wait_reaped(pids: list[int], timeout_s: float) -> None:
 class BrowserSandbox:
     """One Chromium (driven by Playwright) and one app, in one sandbox.
 
-    Use from a single thread (Playwright's sync API is bound to the thread
-    that started it). `close()` ends Chromium, the app and the driver.
+    Playwright's objects (async API) live on the shared `PlaywrightHost`
+    loop: run their calls with `host.run(...)`. `close()` ends Chromium and
+    the app and lets go of the driver.
     """
 
     def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, headless: bool = True):
@@ -256,8 +322,7 @@ class BrowserSandbox:
         if self.drop_to:
             os.chown(self.state_dir, *self.drop_to)
         self._wrapper = self._tmp / "chromium-in-sandbox"
-        self._playwright: Playwright | None = None
-        self._driver_pid: int | None = None
+        self.host: PlaywrightHost | None = None
         self.browser: Browser | None = None
 
     # -- wrapper ---------------------------------------------------------------
@@ -342,32 +407,36 @@ class BrowserSandbox:
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> Browser:
-        """Launch Chromium (and with it the app); returns the Playwright Browser."""
-        from playwright.sync_api import Error as PlaywrightError
+        """Launch Chromium (and with it the app); returns the Playwright Browser
+        (async API: run its calls with `self.host.run(...)`)."""
+        from playwright.async_api import Error as PlaywrightError
 
         self._write_wrapper()
         try:
-            self._playwright = _acquire_playwright()
-            self._driver_pid = _driver_pid(self._playwright)
-            self.browser = self._playwright.chromium.launch(
-                executable_path=str(self._wrapper),
-                headless=self.headless,
-                # Inside the sandbox Chromium is an unprivileged user, so its own sandbox works too.
-                chromium_sandbox=True,
-                timeout=LAUNCH_TIMEOUT_MS,
-                args=[
-                    "--disable-gpu",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-default-browser-check",
-                    "--disable-features=Translate,MediaRouter,OptimizationHints",
-                ],
-            )
-        except PlaywrightError as e:
+            self.host = PlaywrightHost.acquire()
+            self.browser = self.host.run(self._launch(), timeout=2 * LAUNCH_TIMEOUT_MS / 1000)
+        except (PlaywrightError, concurrent.futures.TimeoutError) as e:
             self.close()
             raise SandboxError(f"could not start Chromium in its sandbox: {e}\napp log: {self.app_log()}") from e
         return self.browser
+
+    async def _launch(self) -> Browser:
+        assert self.host is not None and self.host.playwright is not None
+        return await self.host.playwright.chromium.launch(
+            executable_path=str(self._wrapper),
+            headless=self.headless,
+            # Inside the sandbox Chromium is an unprivileged user, so its own sandbox works too.
+            chromium_sandbox=True,
+            timeout=LAUNCH_TIMEOUT_MS,
+            args=[
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-default-browser-check",
+                "--disable-features=Translate,MediaRouter,OptimizationHints",
+            ],
+        )
 
     @property
     def alive(self) -> bool:
@@ -415,37 +484,29 @@ class BrowserSandbox:
 
     def kill(self) -> None:
         """From any thread, without waiting: SIGKILL every process of the
-        sandbox and the Playwright driver of the thread that started it, so
-        that a Playwright call blocked in that thread fails at once. The
-        owning thread still calls close() (which then finds little to do);
-        its next launch starts a new driver."""
-        pids = self.process_ids()
-        if self._driver_pid is not None:
-            pids.append(self._driver_pid)
-        for pid in pids:
+        sandbox. The driver sees the browser's pipe close, so a call waiting
+        on it fails at once. The owner still calls close() (which then finds
+        little to do)."""
+        for pid in self.process_ids():
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
     def close(self) -> None:
-        """End the browser, the app and Playwright's driver, and wait until
-        every process of the sandbox is gone. Idempotent."""
+        """End the browser and the app, wait until every process of the
+        sandbox is gone, and let go of the shared driver. Idempotent."""
         pidfds = _pidfds(self.process_ids())
         try:
-            if self.browser is not None:
+            if self.browser is not None and self.host is not None:
                 try:
-                    self.browser.close()
+                    self.host.run(self.browser.close(), timeout=EXIT_GRACE_S)
                 except Exception:  # a crashed browser is closed already
                     pass
-                self.browser = None
-            # Chromium has gone; let Playwright's driver reap the wrapper it
-            # started before the driver itself stops (else a zombie is left to init).
+            self.browser = None
+            # Chromium has gone; the driver reaps the wrapper it started.
             _wait_exited(pidfds, EXIT_GRACE_S)
             _wait_reaped(list(pidfds), EXIT_GRACE_S)
-            if self._playwright is not None:
-                _release_playwright()
-                self._playwright = None
             pidfds.update(_pidfds(self.process_ids()))
             if not _wait_exited(pidfds, EXIT_GRACE_S):
                 # Whatever outlives the browser (it should not) is killed.
@@ -459,6 +520,9 @@ class BrowserSandbox:
             for fd in pidfds.values():
                 os.close(fd)
             shutil.rmtree(self._tmp, ignore_errors=True)
+            if self.host is not None:
+                host, self.host = self.host, None
+                host.release()
 
     def __enter__(self) -> BrowserSandbox:
         return self

@@ -212,14 +212,22 @@ class BrowserFormEnv(SandgymEnv):
         self._step, self._done = 0, False
         self._limit = self.step_limit(self.task.visible.max_steps or self.max_steps)
         t0 = time.perf_counter()
-        self.session.close_context()  # nothing of the last episode may write after the swap
+        # Nothing of the last episode may write after the swap: its context closes (in the
+        # background while the copy is staged, which the app cannot see yet) before it.
+        self.session.close_context(wait=False)
         self.session.ensure_browser()
-        cookies = self._install_database(self.task)
-        page = self.session.new_page(cookies)
-        page.goto(self.session.origin + self.task.visible.start_path, wait_until="load")
+        staged, cookies = self._stage_database(self.task)
+        self.session.close_context()
+        self._swap_database(staged)
+        # A context made while the last episode's agent acted, which no page has used (the
+        # spare loads nothing: the start page needs this episode's database and cookies).
+        self.session.new_page(cookies)
+        self.session.goto(self.task.visible.start_path)
         self.timings["create_s"] = time.perf_counter() - t0
         self._obs = {"task": render_goal(self.task, self._limit)}
-        return self._observe("(episode start)", None), self._info()
+        obs = self._observe("(episode start)", None)
+        self.session.prepare_spare()
+        return obs, self._info()
 
     def step(self, action: str):
         if self._done or self.task is None:
@@ -276,16 +284,16 @@ class BrowserFormEnv(SandgymEnv):
         shutil.rmtree(self._snapshots, ignore_errors=True)
 
     def abort(self) -> None:
-        """From another thread: kill the browser, the app and this thread's
-        Playwright driver, so that a call blocked in Playwright returns."""
+        """From another thread: kill the browser and the app, and cancel the
+        env's waiting Playwright call, so that a blocked step returns."""
         self.session.abort()
 
     # -- internals ------------------------------------------------------------------------
 
-    def _install_database(self, task: BrowserTaskPair) -> list[SetCookieParam]:
-        """Put a fresh copy of the task's snapshot in place (a new inode: a request
-        still holding the old file writes nowhere), with a session if the task
-        starts signed in. Returns the cookies the new context starts with."""
+    def _stage_database(self, task: BrowserTaskPair) -> tuple[Path, list[SetCookieParam]]:
+        """A fresh copy of the task's snapshot, beside the app's database but not yet
+        it, with a session if the task starts signed in. Returns the copy and the
+        cookies the new context starts with."""
         snap = self._snapshots / f"{hashlib.sha256(task.id.encode()).hexdigest()[:16]}.sqlite"
         if not snap.exists():
             tmp = snap.with_suffix(".tmp")
@@ -317,10 +325,15 @@ class BrowserFormEnv(SandgymEnv):
         if sandbox.drop_to:
             os.chown(staged, *sandbox.drop_to)
         os.chmod(staged, 0o600)
+        return staged, cookies
+
+    def _swap_database(self, staged: Path) -> None:
+        """Put the staged copy in place (a new inode: a request still holding the old
+        file writes nowhere)."""
+        state_dir = self.session.state_dir
         for leftover in state_dir.glob(DB_NAME + "-*"):  # a journal of the last episode
             leftover.unlink(missing_ok=True)
         os.replace(staged, state_dir / DB_NAME)
-        return cookies
 
     def _observe(self, action: Any, error: str | None) -> dict[str, Any]:
         last = (

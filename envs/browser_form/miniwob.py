@@ -1,10 +1,12 @@
 """sandgym/MiniWoB-<task>-v0: the MiniWoB++ task pages of the `miniwob` wheel, in the browser sandbox.
 
 The pages are served over http on the sandbox's loopback (flight.* pages
-need http) by the same sandbox as the form app. A reset opens a new
-BrowserContext, loads the page and starts a seeded episode with the time
-limit lifted (`Math.seedrandom(seed); core.EPISODE_MAX_TIME = T;
-core.startEpisodeReal()`), then waits for `WOB_TASK_READY`. The goal is
+need http) by the same sandbox as the form app. Each episode has a new
+BrowserContext with the page loaded ahead, while the last episode's agent
+acted (`BrowserSession.prepare_spare`); the reset starts a seeded episode
+with the time limit lifted (`Math.seedrandom(seed); core.EPISODE_MAX_TIME
+= T; core.startEpisodeReal()`) and waits for `WOB_TASK_READY`, in one
+`evaluate`. The goal is
 `core.getUtterance()`; the reward is the page's undiscounted
 `WOB_RAW_REWARD_GLOBAL` once `WOB_DONE_GLOBAL` is set. The agent has no
 action that runs script, so it cannot set these itself.
@@ -12,11 +14,12 @@ action that runs script, so it cannot set these itself.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import gymnasium as gym
 from pydantic import BaseModel, ConfigDict, Field
@@ -36,10 +39,23 @@ from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, too
 from .env import BROWSERGYM_FIELDS, browsergym_fields, refused_verdict, shown_action
 from .session import ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
 
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
 STATIC_IN_SANDBOX = "/opt/sandgym/static"
 # The longest delay setTimeout honours (2^31 - 1 ms would overflow past it): 24 hours.
 NO_TIME_LIMIT_MS = 86_400_000
 READY_TIMEOUT_MS = 15_000
+# Seed, lift the time limit, start, wait for the task to be ready (polled), return the goal.
+START_EPISODE = """async ([seed, t, timeout]) => {
+  Math.seedrandom(seed); core.EPISODE_MAX_TIME = t; core.startEpisodeReal();
+  const deadline = Date.now() + timeout;
+  while (WOB_TASK_READY !== true) {
+    if (Date.now() > deadline) throw new Error('the task page did not become ready');
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  return core.getUtterance();
+}"""
 # The task page is the episode: leaving it would end the task unscored.
 NO_NAVIGATION = frozenset({"goto", "go_back", "go_forward"})
 VERIFIER_VERSION = "miniwob-1"
@@ -194,14 +210,11 @@ class MiniWoBEnv(SandgymEnv):
         page_seed = int(self.np_random.integers(2**31 - 1))
         t0 = time.perf_counter()
         self.session.ensure_browser()
-        page = self.session.new_page()
-        page.goto(f"{self.session.origin}/miniwob/{self.task_name}.html", wait_until="load")
-        page.evaluate(
-            "([seed, t]) => { Math.seedrandom(seed); core.EPISODE_MAX_TIME = t; core.startEpisodeReal(); }",
-            [page_seed, NO_TIME_LIMIT_MS],
-        )
-        page.wait_for_function("() => WOB_TASK_READY === true", timeout=READY_TIMEOUT_MS)
-        self.utterance = page.evaluate("() => core.getUtterance()")
+        # The page was loaded ahead in a context no page had used (prepare_spare below);
+        # the page keeps no server state, so the last context closes in the background.
+        self.session.close_context(wait=False)
+        self.session.new_page(setup=self._load_page)
+        self.utterance = self.session.run(self._start_episode(page_seed))
         self.timings = {"create_s": time.perf_counter() - t0, "exec_s": 0.0, "verify_s": 0.0}
         self.last_verdict, self.artifact = None, None
         self._step, self._done = 0, False
@@ -210,7 +223,20 @@ class MiniWoBEnv(SandgymEnv):
             "task": f"{self.utterance}\n\n{GRAMMAR} goto(), go_back() and go_forward() are not available here."
         }
         self._observe(None, None)
+        self.session.prepare_spare(self._load_page)
         return dict(self._obs), {"task": self.task_name, "seed": page_seed, "step": 0}
+
+    async def _load_page(self, page: Page) -> None:
+        await page.goto(f"{self.session.origin}/miniwob/{self.task_name}.html", wait_until="load")
+        # Playwright's script is set up in a page on first use: here, ahead, not in the reset's snapshot.
+        await page.locator(":root").count()
+
+    async def _start_episode(self, seed: int) -> Any:
+        """Start the seeded episode, wait for WOB_TASK_READY and return the utterance: one round trip."""
+        page = self.session.current_page()
+        return await asyncio.wait_for(
+            page.evaluate(START_EPISODE, [seed, NO_TIME_LIMIT_MS, READY_TIMEOUT_MS]), READY_TIMEOUT_MS / 1000 + 5
+        )
 
     def _observe(self, action: Any, error: str | None) -> None:
         """The observation after an action, into `_obs` (the task text kept)."""
@@ -238,7 +264,7 @@ class MiniWoBEnv(SandgymEnv):
             self._obs.update(browsergym_fields(self.session, self.utterance, action, error, snapshot))
 
     def _wob(self) -> dict[str, Any]:
-        return self.session.current_page().evaluate(
+        return self.session.evaluate(
             "() => ({done: WOB_DONE_GLOBAL, raw: WOB_RAW_REWARD_GLOBAL, reason: WOB_REWARD_REASON})"
         )
 
@@ -263,8 +289,9 @@ class MiniWoBEnv(SandgymEnv):
             if parsed.kind in NO_NAVIGATION:
                 raise ActionRefused(f"{parsed.kind}() is not available in MiniWoB tasks: act on the page")
             self.session.perform(parsed)
-            if self._wob()["done"]:
-                return self._finish(tool, last_action=action)
+            wob = self._wob()
+            if wob["done"]:
+                return self._finish(tool, last_action=action, wob=wob)
         except ActionRefused as e:
             error, tool = str(e), "refused"
         except SessionBroken as e:
@@ -295,10 +322,10 @@ class MiniWoBEnv(SandgymEnv):
         refused_by_policy: str | None = None,
         last_action: Any = None,
         last_error: str | None = None,
+        wob: dict[str, Any] | None = None,
     ):
         self._done = True
         t0 = time.perf_counter()
-        wob: dict[str, Any] = {}
         if refused_by_policy is not None:
             self.artifact = None
             self.last_verdict = refused_verdict(refused_by_policy)
@@ -313,7 +340,7 @@ class MiniWoBEnv(SandgymEnv):
                 "raw_reward": 0.0,
             }
             return dict(self._obs), 0.0, True, False, info
-        if session_error is None:
+        if session_error is None and wob is None:  # not read by the step that ended the episode
             try:
                 wob = self._wob()
             except Exception as e:  # the page or browser died at the end
@@ -322,6 +349,7 @@ class MiniWoBEnv(SandgymEnv):
             outcome, raw, detail = Outcome.ENV_ERROR, None, session_error
             self.session.close()
         else:
+            assert wob is not None
             raw = float(wob["raw"]) if wob.get("done") else 0.0
             outcome = Outcome.PASSED if raw > 0 else Outcome.FAILED
             detail = str(wob.get("reason") or ("the episode did not finish" if not wob.get("done") else ""))
@@ -354,5 +382,5 @@ class MiniWoBEnv(SandgymEnv):
         self.session.close()
 
     def abort(self) -> None:
-        """From another thread: kill the browser, the app and this thread's Playwright driver."""
+        """From another thread: kill the browser and the app, and cancel the env's waiting Playwright call."""
         self.session.abort()

@@ -1,14 +1,19 @@
 """One worker's browser: the sandbox, a fresh BrowserContext per episode, actions on its page.
 
-Shared by the form env and the MiniWoB envs. Everything here runs in the
-thread that created it (Playwright's sync API is bound to that thread).
+Shared by the form env and the MiniWoB envs. Playwright's async objects
+live on the process's driver loop (`PlaywrightHost`); the env calls this
+session from its own thread and each call waits for its result there. So
+the next episode's context and page (`prepare_spare`) are made on that loop
+while the agent acts, and a reset only takes a context no page has used.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from sandgym.errors import SandgymError
@@ -19,8 +24,11 @@ from .actions import GRAMMAR, NOOP_MAX_MS, Action, ActionError, Target
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
     from playwright._impl._api_structures import SetCookieParam
-    from playwright.sync_api import BrowserContext, Locator, Page, ViewportSize
+    from playwright.async_api import BrowserContext, Locator, Page, ViewportSize
 
+T = TypeVar("T")
+# What a page does before its episode (MiniWoB: load the task page); a spare runs it ahead.
+Setup = Callable[["Page"], Awaitable[None]]
 ACTION_TIMEOUT_MS = 5_000
 LOAD_TIMEOUT_MS = 15_000
 VIEWPORT: ViewportSize = {"width": 1024, "height": 768}
@@ -60,7 +68,7 @@ def failure_text(e: Exception) -> str:
     """The observation's error for an action that could not be done: a
     malformed action (with the grammar), a refused one, a missing element,
     or Playwright's own refusal (its first line)."""
-    from playwright.sync_api import Error as PlaywrightError
+    from playwright.async_api import Error as PlaywrightError
 
     if isinstance(e, ActionError):
         return f"not an action: {e}. {GRAMMAR}"
@@ -91,6 +99,11 @@ class BrowserSession:
         self.launch_s = 0.0
         self._launching: BrowserSandbox | None = None
         self._aborted = False
+        # The next episode's (context, page), being made on the driver's loop, and the sandbox and setup it is for.
+        self._spare: concurrent.futures.Future[tuple[BrowserContext, Page]] | None = None
+        self._spare_for: tuple[BrowserSandbox, Setup | None] | None = None
+        self._retiring: list[concurrent.futures.Future[None]] = []
+        self._inflight: set[concurrent.futures.Future[Any]] = set()
 
     @property
     def origin(self) -> str:
@@ -101,6 +114,22 @@ class BrowserSession:
     def state_dir(self) -> Path:
         assert self.sandbox is not None
         return self.sandbox.state_dir
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on this session's Playwright objects (on the driver's loop) and wait for it.
+        An abort() cancels it: SessionBroken."""
+        sandbox = self.sandbox
+        if sandbox is None or sandbox.host is None:
+            coro.close()
+            raise SessionBroken("the browser is not running")
+        fut = sandbox.host.submit(coro)
+        self._inflight.add(fut)
+        try:
+            return fut.result()
+        except concurrent.futures.CancelledError as e:
+            raise SessionBroken(self.broken or "the call was cancelled") from e
+        finally:
+            self._inflight.discard(fut)
 
     def ensure_browser(self) -> None:
         """A live browser, relaunched (with retries) after a crash."""
@@ -131,44 +160,106 @@ class BrowserSession:
         if self.broken is None:
             self.broken = why
 
-    def new_page(self, cookies: list[SetCookieParam] | None = None) -> Page:
-        """A new BrowserContext (no cookies, storage, cache or service workers of any earlier episode)."""
-        self.close_context()
+    async def _make_page(self, setup: Setup | None) -> tuple[BrowserContext, Page]:
+        """A new BrowserContext (no cookies, storage, cache or service workers of any
+        earlier episode) with one page, set up for an episode; closed if that fails."""
         assert self.sandbox is not None and self.sandbox.browser is not None
-        self.broken = None
-        self.context = self.sandbox.browser.new_context(
+        context = await self.sandbox.browser.new_context(
             viewport=VIEWPORT, service_workers="block", accept_downloads=False
         )
-        self.context.set_default_timeout(ACTION_TIMEOUT_MS)
-        self.context.set_default_navigation_timeout(LOAD_TIMEOUT_MS)
+        try:
+            context.set_default_timeout(ACTION_TIMEOUT_MS)
+            context.set_default_navigation_timeout(LOAD_TIMEOUT_MS)
+            page = await context.new_page()
+            if setup is not None:
+                await setup(page)
+        except BaseException:
+            await _close_quietly(context)
+            raise
+        return context, page
+
+    def prepare_spare(self, setup: Setup | None = None) -> None:
+        """Start making the next episode's context and page (`setup` run on it) on the
+        driver's loop, and return at once: it is made while the agent acts."""
+        if self._spare is not None or self.sandbox is None or not self.sandbox.alive:
+            return
+        assert self.sandbox.host is not None
+        self._spare_for = (self.sandbox, setup)
+        self._spare = self.sandbox.host.submit(self._make_page(setup))
+
+    def _take_spare(self, setup: Setup | None) -> tuple[BrowserContext, Page] | None:
+        spare, made_for = self._spare, self._spare_for
+        self._spare = self._spare_for = None
+        if spare is None:
+            return None
+        try:
+            context, page = spare.result()
+        except Exception:  # e.g. the browser died meanwhile: make one afresh
+            return None
+        if made_for == (self.sandbox, setup) and not page.is_closed():
+            return context, page
+        self._discard(context)
+        return None
+
+    def _discard(self, context: BrowserContext) -> None:
+        if self.sandbox is not None and self.sandbox.host is not None:
+            self.sandbox.host.submit(_close_quietly(context))
+
+    def new_page(self, cookies: list[SetCookieParam] | None = None, setup: Setup | None = None) -> Page:
+        """The episode's page, in a context no page has used before: the spare made
+        ahead (with the same `setup`) if there is one, else a new one. The last
+        episode's context is closed in the background: a caller with server state
+        at stake closes it first (close_context())."""
+        self.close_context(wait=False)
+        assert self.sandbox is not None and self.sandbox.browser is not None
+        self.broken = None
+        made = self._take_spare(setup) or self.run(self._make_page(setup))
+        self.context, page = made
+        self.page = page
         if cookies:
-            self.context.add_cookies(cookies)
-        page = self.page = self.context.new_page()
-        page.on("crash", lambda _p: self._mark_broken("the page crashed"))
+            self.run(self.context.add_cookies(cookies))
+        page.on("crash", lambda p: self._mark_broken("the page crashed") if p is self.page else None)
         return page
 
-    def close_context(self) -> None:
-        if self.context is not None:
-            try:
-                self.context.close()
-            except Exception:  # the browser may be gone already
-                pass
-        self.context = self.page = None
+    def close_context(self, wait: bool = True) -> None:
+        """Close the episode's context. `wait=False` closes it in the background (only
+        where no server state is at stake); a close_context() that waits waits for those too."""
+        context, self.context, self.page = self.context, None, None
+        if context is not None and self.sandbox is not None and self.sandbox.host is not None:
+            self._retiring.append(self.sandbox.host.submit(_close_quietly(context)))
+        if wait:
+            for fut in self._retiring:
+                try:
+                    fut.result()
+                except Exception:
+                    pass
+            self._retiring = []
+        else:
+            self._retiring = [f for f in self._retiring if not f.done()]
 
     def close(self) -> None:
         self.close_context()
+        spare, self._spare, self._spare_for = self._spare, None, None
+        if spare is not None:
+            spare.cancel()
+            try:
+                self._discard(spare.result(timeout=LOAD_TIMEOUT_MS / 1000)[0])
+            except Exception:  # cancelled, or failed: it closed its own context
+                pass
         if self.sandbox is not None:
             self.sandbox.close()
             self.sandbox = None
 
     def abort(self) -> None:
-        """From any thread: kill the browser (or the one starting), its app and
-        the Playwright driver, so that a call blocked in Playwright fails."""
+        """From any thread: kill the browser (or the one starting) and its app, and
+        cancel the calls waiting on it, so that a call blocked in Playwright returns."""
         self._aborted = True
         self._mark_broken("the browser was killed: the episode's deadline passed, or the run was interrupted")
         for sandbox in (self._launching, self.sandbox):
             if sandbox is not None:
                 sandbox.kill()
+        for fut in list(self._inflight):
+            fut.cancel()
 
     # -- observation -------------------------------------------------------------------------
 
@@ -197,12 +288,21 @@ class BrowserSession:
         """The page's absolute URL (what BrowserGym's observation shows)."""
         return self.current_page().url
 
+    def goto(self, path: str) -> None:
+        """Load a page of the app (the env's own navigation, not the agent's)."""
+        page = self.current_page()
+        self.run(_goto(page, self.origin + path))
+
+    def evaluate(self, expression: str, arg: Any = None) -> Any:
+        """The page's script result (the env's, never the agent's)."""
+        return self.run(self.current_page().evaluate(expression, arg))
+
     def snapshot(self) -> str:
-        from playwright.sync_api import Error as PlaywrightError
+        from playwright.async_api import Error as PlaywrightError
 
         page = self.check_alive()
         try:
-            text = page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
+            text = self.run(page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS))
         except PlaywrightError as e:
             self.check_alive()
             raise SessionBroken(f"the accessibility snapshot failed: {e}") from e
@@ -211,7 +311,8 @@ class BrowserSession:
         return text
 
     def screenshot(self) -> bytes:
-        return self.check_alive().screenshot(type="png")
+        page = self.check_alive()
+        return self.run(page.screenshot(type="png"))
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -230,7 +331,7 @@ class BrowserSession:
             raise ActionRefused(f"goto({raw!r}) refused: a path inside the app starts with '/', like \"/profile\"")
         return self.origin + raw
 
-    def locate(self, target: Target) -> Locator:
+    async def _locate(self, target: Target) -> Locator:
         page = self.current_page()
         if target.ref is not None:
             loc = page.locator(f"aria-ref={target.ref}")
@@ -239,7 +340,7 @@ class BrowserSession:
             # The agent's role text, as given: Playwright refuses a role it does not know.
             loc = page.get_by_role(cast(Any, target.role), name=target.name, exact=True)
             what = f'"{target.role}:{target.name}"'
-        n = loc.count()
+        n = await loc.count()
         if n == 0:
             raise LookupError(
                 f"no element {what} on this page (refs change when the page changes: use one from the latest snapshot)"
@@ -248,18 +349,19 @@ class BrowserSession:
             raise LookupError(f"{what} matches {n} elements; use a ref from the snapshot")
         return loc
 
+    def locate(self, target: Target) -> Locator:
+        return self.run(self._locate(target))
+
     def perform(self, action: Action) -> None:
         """Run one action and wait until the page has loaded. Raises ActionRefused,
         LookupError or playwright's Error for the agent's mistakes, SessionBroken
         when the browser died. The episode-ending actions (done, send_msg_to_user,
         report_infeasible) are the env's, not run here."""
-        from playwright.sync_api import Error as PlaywrightError
+        from playwright.async_api import Error as PlaywrightError
 
         page = self.check_alive()
         try:
-            self._run(page, action)
-            # Readiness: whatever navigation the action started has loaded.
-            page.wait_for_load_state("load")
+            self.run(self._perform(page, action))
         except PlaywrightError:
             self.check_alive()  # a dead browser is the infrastructure's failure, not the agent's
             raise
@@ -267,62 +369,78 @@ class BrowserSession:
         url = page.url
         if not url.startswith(self.origin + "/") and url != self.origin:
             # Nothing in the app links out; should a page end up elsewhere, bring it back.
-            page.goto(self.origin + "/", wait_until="load")
+            self.run(_goto(page, self.origin + "/"))
             raise ActionRefused(f"the page left the app (to {url[:100]!r}) and was brought back")
 
-    def _run(self, page: Page, action: Action) -> None:
+    async def _perform(self, page: Page, action: Action) -> None:
+        await self._run(page, action)
+        # Readiness: whatever navigation the action started has loaded.
+        await page.wait_for_load_state("load")
+
+    async def _run(self, page: Page, action: Action) -> None:
         kind, args = action.kind, action.args
         if kind == "goto":
-            page.goto(self.app_url(action.text or ""), wait_until="load")
+            await _goto(page, self.app_url(action.text or ""))
         elif kind == "go_back":
-            page.go_back(wait_until="load")
+            await page.go_back(wait_until="load")
         elif kind == "go_forward":
-            page.go_forward(wait_until="load")
+            await page.go_forward(wait_until="load")
         elif kind == "noop":
-            page.wait_for_timeout(min(float(args.get("wait_ms", 0)), NOOP_MAX_MS))
+            await page.wait_for_timeout(min(float(args.get("wait_ms", 0)), NOOP_MAX_MS))
         elif kind == "scroll":
-            page.mouse.wheel(float(args["delta_x"]), float(args["delta_y"]))
+            await page.mouse.wheel(float(args["delta_x"]), float(args["delta_y"]))
         elif kind in ("keyboard_press", "press") and action.target is None:
-            page.keyboard.press(action.text or "")  # press("Key") of the first grammar: the focused element
+            await page.keyboard.press(action.text or "")  # press("Key") of the first grammar: the focused element
         elif kind == "keyboard_type":
-            page.keyboard.type(action.text or "")
+            await page.keyboard.type(action.text or "")
         elif kind == "keyboard_insert_text":
-            page.keyboard.insert_text(action.text or "")
+            await page.keyboard.insert_text(action.text or "")
         elif action.target is not None:
-            self._on_element(self.locate(action.target), action)
+            await self._on_element(await self._locate(action.target), action)
         else:
             raise ActionRefused(f"{kind}() is not something to do on the page here")
 
-    def _on_element(self, loc: Locator, action: Action) -> None:
+    async def _on_element(self, loc: Locator, action: Action) -> None:
         kind, args = action.kind, action.args
         mods = cast(Any, list(args.get("modifiers", [])))
         if kind == "click":
-            loc.click(button=args.get("button", "left"), modifiers=mods)
+            await loc.click(button=args.get("button", "left"), modifiers=mods)
         elif kind == "dblclick":
-            loc.dblclick(button=args.get("button", "left"), modifiers=mods)
+            await loc.dblclick(button=args.get("button", "left"), modifiers=mods)
         elif kind == "fill":
             value = str(args.get("value", ""))
             if args.get("enable_autocomplete_menu") and value:
-                loc.fill(value[:-1])  # the last key typed, so a suggestion list opens as for a person
-                loc.press_sequentially(value[-1])
+                await loc.fill(value[:-1])  # the last key typed, so a suggestion list opens as for a person
+                await loc.press_sequentially(value[-1])
             else:
-                loc.fill(value)
+                await loc.fill(value)
         elif kind in ("select", "select_option"):
-            loc.select_option(args["option"] if kind == "select" else args["options"])
+            await loc.select_option(args["option"] if kind == "select" else args["options"])
         elif kind == "press":
-            loc.press(str(args["key_comb"]))
+            await loc.press(str(args["key_comb"]))
         elif kind == "check":
-            loc.check()
+            await loc.check()
         elif kind == "uncheck":
-            loc.uncheck()
+            await loc.uncheck()
         elif kind == "hover":
-            loc.hover()
+            await loc.hover()
         elif kind == "focus":
-            loc.focus()
+            await loc.focus()
         elif kind == "clear":
-            loc.clear()
+            await loc.clear()
         elif kind == "drag_and_drop":
             assert action.to is not None
-            loc.drag_to(self.locate(action.to))
+            await loc.drag_to(await self._locate(action.to))
         else:
             raise ActionRefused(f"{kind}() is not something to do on the page here")
+
+
+async def _goto(page: Page, url: str) -> None:
+    await page.goto(url, wait_until="load")
+
+
+async def _close_quietly(context: BrowserContext) -> None:
+    try:
+        await context.close()
+    except Exception:  # the browser may be gone already
+        pass

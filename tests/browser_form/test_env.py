@@ -62,21 +62,39 @@ def test_oracle_passes_and_null_fails_on_every_task(env):
 def test_reset_clears_cookies_storage_and_server_data(env):
     # Episode 1 signs in (a cookie), writes localStorage and sends a message (a server row).
     env.reset(options={"task_id": "forms/message-bob"})
+    run_in = env.session.run  # the page's calls run on the Playwright driver's loop
     page = env.session.page
-    page.evaluate("localStorage.setItem('left', 'behind'); sessionStorage.setItem('s', '1')")
+    run_in(page.evaluate("localStorage.setItem('left', 'behind'); sessionStorage.setItem('s', '1')"))
     old_context = env.session.context
     for a in env.oracle_actions()[:-1]:
         env.step(a)
-    assert old_context.cookies()
-    # Episode 2 of another task: nothing of episode 1 is there.
+    assert run_in(old_context.cookies())
+    # Episode 2 of another task (its context made ahead, while episode 1 ran): nothing of episode 1 is there.
     obs, _ = env.reset(options={"task_id": "forms/login-alice"})
     assert env.session.context is not old_context
-    assert env.session.context.cookies() == []
-    assert env.session.page.evaluate("localStorage.getItem('left') === null && sessionStorage.length === 0")
+    assert run_in(env.session.context.cookies()) == []
+    assert run_in(env.session.page.evaluate("localStorage.getItem('left') === null && sessionStorage.length === 0"))
+    assert old_context not in env.session.sandbox.browser.contexts  # closed before the database swap
     assert "Signed in as" not in obs["feedback"]
     env.step("done()")
     assert json.loads(env.artifact)["outbox"] == []
     assert json.loads(env.artifact)["sessions"] == []
+
+
+def test_the_next_context_is_made_ahead_and_no_page_used_it_before(env):
+    run_in = env.session.run
+    env.reset(options={"task_id": "forms/message-bob"})  # starts signed in: a cookie
+    first = env.session.context
+    spare_context, spare_page = env.session._spare.result(timeout=60)  # made while the agent acts
+    assert spare_context is not first and spare_page.url == "about:blank"
+    assert run_in(spare_context.cookies()) == [] and spare_context.pages == [spare_page]
+    run_in(env.session.page.evaluate("localStorage.setItem('left', 'behind')"))
+    env.reset(options={"task_id": "forms/login-alice"})
+    assert env.session.context is spare_context and env.session.page is spare_page
+    assert first not in env.session.sandbox.browser.contexts  # closed before the database swap
+    assert run_in(spare_page.evaluate("history.length")) == 2  # the blank page it opened on, then the start page
+    assert run_in(spare_context.cookies()) == []
+    assert run_in(spare_page.evaluate("localStorage.length")) == 0
 
 
 def test_reset_is_deterministic_for_a_seed(env):
@@ -140,13 +158,13 @@ def test_page_reaches_only_the_app_not_the_host_loopback(env):
     try:
         env.reset(options={"task_id": "forms/login-alice"})
         # As if the page itself were hostile: script in the page tries the host.
-        result = env.session.page.evaluate(
+        result = env.session.evaluate(
             """async (port) => { try { const r = await fetch(`http://127.0.0.1:${port}/`);
                  return 'reached: ' + await r.text(); } catch (e) { return 'blocked: ' + e; } }""",
             port,
         )
         assert result.startswith("blocked"), result
-        same_app = env.session.page.evaluate("async () => (await fetch('/login')).status")
+        same_app = env.session.evaluate("async () => (await fetch('/login')).status")
         assert same_app == 200
         obs, _, _, _, info = env.step(f'goto("http://127.0.0.1:{port}/")')
         assert info["tool"] == "refused"
@@ -165,18 +183,17 @@ def test_the_state_channel_is_out_of_the_agents_reach(env):
     assert "Not found" in obs["feedback"]
     # Even the browser itself (driven directly, not through the grammar) sees an empty folder there.
     page = env.session.page
-    page.goto("file:///state/")
-    assert "app.sqlite" not in page.content()
-    from playwright.sync_api import Error as PlaywrightError
+    env.session.run(page.goto("file:///state/"))
+    assert "app.sqlite" not in env.session.run(page.content())
+    from playwright.async_api import Error as PlaywrightError
 
     with pytest.raises(PlaywrightError):
-        page.goto("file:///state/app.sqlite")
+        env.session.run(page.goto("file:///state/app.sqlite"))
 
 
 def test_forged_client_side_success_does_not_pass(env):
     env.reset(options={"task_id": "forms/message-bob"})
-    page = env.session.page
-    page.evaluate("""() => { localStorage.setItem('outbox', JSON.stringify([{to: 'bob@example.test'}]));
+    env.session.evaluate("""() => { localStorage.setItem('outbox', JSON.stringify([{to: 'bob@example.test'}]));
         document.cookie = 'sent=1';
         document.body.innerHTML = '<main><h1>Messages</h1><p role=status>Message sent.</p>'
           + '<ul><li>To bob@example.test: Lunch</li></ul></main>'; }""")
@@ -264,8 +281,10 @@ def test_close_leaves_no_process():
         pids = sandbox.process_ids()
         names = {open(f"/proc/{p}/comm").read().strip() for p in pids}
         assert {"chromium", "python3", "bwrap"} <= names  # the browser, the app, the sandbox
+        assert e.session._spare is not None  # being made: close() ends it too
     finally:
         e.close()
     assert [p for p in pids if os.path.exists(f"/proc/{p}")] == []
     assert sandbox.process_ids() == []
     assert not sandbox.state_dir.exists()
+    assert e.session._spare is None and sandbox.browser is None

@@ -64,6 +64,25 @@ def test_scripted_solution_scores(task):
 
 
 @pytest.mark.chromium
+def test_each_episode_gets_a_page_loaded_ahead_in_a_context_no_page_used():
+    env = gym.make("sandgym/MiniWoB-click-button-v0")
+    session = env.unwrapped.session
+    try:
+        env.reset(seed=1)
+        first = session.context
+        spare_context, spare_page = session._spare.result(timeout=60)  # loaded while the agent acts
+        assert spare_context is not first and spare_context.pages == [spare_page]
+        assert session.run(spare_page.evaluate("core.ept0 === null"))  # loaded, no episode started
+        obs, _ = env.reset(seed=2)
+        assert session.context is spare_context and session.page is spare_page
+        assert session.run(spare_page.evaluate("history.length")) == 2  # its blank page, then the task page
+        assert "button" in obs["feedback"] and env.unwrapped.utterance
+    finally:
+        env.close()
+    assert session._spare is None and session.sandbox is None
+
+
+@pytest.mark.chromium
 def test_time_limit_is_lifted_and_goto_refused():
     env = gym.make("sandgym/MiniWoB-click-button-v0")
     try:
