@@ -9,9 +9,14 @@ every package in pypi-v1) the gold patch, as the env would submit it (a
 each runtime; the same pytest selection (FAIL_TO_PASS + PASS_TO_PASS) is
 run as often directly on the host: the start tree with the gold and test
 patches applied, the task's own venv, `python -m pytest -p no:cacheprovider
--q`. Printed: P50 and P95 of both and their ratio (verify / bare), per task
-and over all tasks (the ratio of the sums of P50s), with the P50 of the
-verifier sandbox's creation (`create`, as the verdict records it). Each
+-c <the verifier's inifile> --rootdir REPO -q NODE_IDS` (the verifier reads
+none of the repository's pytest configuration either; some repositories'
+addopts name plugins the venv lacks, which would end a bare run at once),
+and must run every listed test. Printed: P50 and P95 of both and their
+ratio (verify / bare), per task and over all tasks (the ratio of the sums
+of P50s), with the P50 of the verifier sandbox's creation (`create`, as
+the verdict records it), then per task the P50 of each phase of a
+verification (see PHASES). Each
 docker runtime is measured twice: as it is, and with `prestart` (verifier
 containers started ahead and removed in the background; `--gap` seconds
 between verifications stand for the agent's turn, in which the stock
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +45,9 @@ from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
 from sandgym.verifiers.swe_repo.host import verify
 from sandgym.verifiers.swe_repo.sources import test_venv
+
+# The verifier's inifile: the repository's own configuration is not read, on either side.
+VERIFIER_INI = Path(__file__).resolve().parents[1] / "verifiers" / "swe_repo" / "boundary" / "pytest.ini"
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -97,12 +106,17 @@ class HostTree:
         return diff
 
     def bare_pytest(self, tests: list[str]) -> float:
+        """One bare run of `tests`, timed; it must run them all (a run that stops at a
+        usage error, e.g. the repository's addopts naming a plugin the venv lacks, would
+        time nothing). The verifier's own inifile, as the verifier runs them."""
         env = self.task.visible.environment
         python = test_venv(env) / "bin" / "python"
         root = self.repo / env.import_root
         t0 = time.perf_counter()
-        subprocess.run(
-            [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-q", *env.test_args, *tests],
+        argv = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-c", str(VERIFIER_INI)]
+        argv += ["--rootdir", str(self.repo), "-q", *env.test_args, *tests]
+        r = subprocess.run(
+            argv,
             cwd=self.repo,
             env={
                 "PATH": "/usr/bin:/bin",
@@ -112,8 +126,14 @@ class HostTree:
                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
             },
             capture_output=True,
+            text=True,
         )
-        return time.perf_counter() - t0
+        elapsed = time.perf_counter() - t0
+        last = (r.stdout.strip().splitlines() or [""])[-1]
+        ran = sum(int(n) for n in re.findall(r"(\d+) (?:passed|failed)\b", last))
+        if r.returncode not in (0, 1) or ran != len(tests):
+            raise SystemExit(f"{self.task.id}: bare pytest did not run the selection (exit {r.returncode}): {last!r}")
+        return elapsed  # (a test failing now and then under load still ran: its time counts)
 
     def close(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
@@ -125,6 +145,35 @@ def make_runtime(name: str, prestart: int):
 
         return DockerRuntime(name.split(":", 1)[1] if ":" in name else "runc", prestart=prestart)
     return get_runtime(name)
+
+
+# Phases of a verification (P50, ms): the sandbox's creation, the runner's own
+# (checks["phases"]: the tree written, the diff and test patch applied and
+# hashed, the test process's start-up not hidden behind that, its start after
+# its secrets, collection, the tests, its exit), the runner's whole round
+# trip, the sandbox's close, and the host's own work (parse, job) plus
+# whatever else the total holds.
+PHASES = (
+    ("create", "create"),
+    ("unpack_s", "unpack"),
+    ("prepare_s", "prepare"),
+    ("setup_s", "setup"),
+    ("start_s", "start"),
+    ("collect_s", "collect"),
+    ("run_s", "run"),
+    ("exit_s", "exit"),
+    ("host_runner_s", "runner"),
+    ("host_close_s", "close"),
+    ("host_other_s", "host"),
+)
+OUTSIDE = ("create", "host_runner_s", "host_close_s")
+
+
+def print_phases(rows: dict[str, dict[str, float]]) -> None:
+    print(f"\n{'phases, P50 ms':36} " + " ".join(f"{label:>7}" for _, label in PHASES))
+    for task_id, row in rows.items():
+        cells = " ".join(f"{1000 * row[k]:7.1f}" if k in row else f"{'-':>7}" for k, _ in PHASES)
+        print(f"{task_id[:36]:36} {cells}")
 
 
 def main() -> None:
@@ -156,6 +205,7 @@ def main() -> None:
                 )
                 sum_bare = sum_verify = 0.0
                 ratios50, ratios95 = [], []
+                phase_rows: dict[str, dict[str, float]] = {}
                 for task in tasks:
                     tree = trees[task.id]
                     tests = list(dict.fromkeys([*task.hidden.FAIL_TO_PASS, *task.hidden.PASS_TO_PASS]))
@@ -164,6 +214,7 @@ def main() -> None:
                         time.sleep(args.gap if prestart else 0)
                     tree.bare_pytest(tests)
                     times, bare, creates, status = [], [], [], ""
+                    phases: dict[str, list[float]] = {}
                     # Interleaved, so that the load of the moment weighs on both alike.
                     for _ in range(args.reps):
                         bare.append(tree.bare_pytest(tests))
@@ -172,9 +223,15 @@ def main() -> None:
                         times.append(time.perf_counter() - t0)
                         status = verdict.status or ""
                         creates += [a.create_s for a in verdict.attempts if a.create_s is not None]
+                        last = verdict.attempts[-1]
+                        got = {**getattr(last, "checks", {}).get("phases", {}), "create": last.create_s or 0.0}
+                        got["host_other_s"] = times[-1] - sum(got.get(k, 0.0) for k in OUTSIDE)
+                        for k, v in got.items():
+                            phases.setdefault(k, []).append(v)
                         # The agent's turn: the background removal and the refill happen here,
                         # not while the next bare run is timed.
                         time.sleep(args.gap if prestart else 0)
+                    phase_rows[task.id] = {k: pct(v, 50) for k, v in phases.items()}
                     r50, r95 = pct(times, 50) / pct(bare, 50), pct(times, 95) / pct(bare, 95)
                     ratios50.append(r50)
                     ratios95.append(r95)
@@ -191,11 +248,13 @@ def main() -> None:
                     f"{sum_verify / sum_bare:9.2f}x (median task ratio {pct(ratios50, 50):.2f}x, "
                     f"P95 task ratio {pct(ratios95, 95):.2f}x)"
                 )
+                print_phases(phase_rows)
             finally:
                 rt.close()
     finally:
         for tree in trees.values():
             tree.close()
+    print(f"\nload average at end: {os.getloadavg()[0]:.2f}")
     sys.stdout.flush()
 
 

@@ -43,10 +43,12 @@ from sandgym.verifiers.swe_repo.host import (
     protected_reason,
     scan_diff,
     split_diff,
+    staged_venv,
     start_info,
     verify,
 )
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir, cache_dir
+from sandgym.verifiers.swe_repo.sources import test_venv as cached_venv  # (not collected as a test)
 
 TASKS = TaskSet.load(Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "billing-v1")
 ROUNDING = TASKS.get("billing/round-half-even")  # F2P: tests/test_money.py rounding tests
@@ -459,6 +461,16 @@ def at_call(task, code: str, gold: bool = False) -> str:
     return make_diff(task, {"billing/money.py": text}, gold=gold)
 
 
+def test_the_test_process_has_a_fixed_hash_seed(runtime, host_guard):
+    """PYTHONHASHSEED=0 reaches pytest's interpreter (started with -s -P,
+    not -I, whose -E would drop it): test ids made from sets and dicts stay
+    the same from run to run (the task factory compares them)."""
+    seeded = "import sys\nassert sys.flags.hash_randomization == 0, 'hash seed lost'"
+    fix = make_diff(ROUNDING, with_prefix(ROUNDING, "billing/tax.py", seeded), gold=True)
+    verdict = verify(ROUNDING, fix, runtime)
+    assert (verdict.outcome, verdict.status) == (Outcome.PASSED, "FULL"), verdict.detail
+
+
 def violated(verdict, *needles: str) -> None:
     assert_not_scored(verdict, Outcome.VIOLATION)
     text = " | ".join(verdict.violations)
@@ -704,6 +716,42 @@ def test_own_memory_is_out_of_bounds(rt, rt_guard):
     attack = "open('/proc/self/mem', 'rb').close()\n"
     verdict = verify(ROUNDING, make_diff(ROUNDING, with_prefix(ROUNDING, "billing/money.py", attack), gold=True), rt)
     violated(verdict, "open: /proc/")
+
+
+def venv_state(root: Path) -> list[tuple[str, int, int, str]]:
+    """Every entry of a venv (bytecode included): path, size, mtime, content hash."""
+    out = []
+    for p in sorted(root.rglob("*")):
+        st = p.lstat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else ""
+        out.append((str(p.relative_to(root)), st.st_size, st.st_mtime_ns, digest))
+    return out
+
+
+def test_the_venv_cannot_be_written_from_the_tests(rt, rt_guard):
+    """The verifier's sandbox mounts the test venv from the staging folder, as
+    hard links to the cached venv: the package writing into it at import (a
+    module appended to, a new file, bytecode) changes neither copy, and the
+    real fix still passes."""
+    attack = (
+        "import glob as _glob, os as _os, sys as _sys\n"
+        "for _p in _glob.glob(_os.path.join(_sys.prefix, 'lib', 'python3*', 'site-packages', '*', '__init__.py')):\n"
+        "    for _target in (_p, _os.path.join(_os.path.dirname(_p), '__pycache__', 'x.pyc')):\n"
+        "        try:\n"
+        "            with open(_target, 'a') as _f:\n"
+        "                _f.write('raise SystemExit(0)\\n')\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "try:\n"
+        "    open(_os.path.join(_sys.prefix, 'pwned'), 'w').close()\n"
+        "except OSError:\n"
+        "    pass\n"
+    )
+    env = ROUNDING.visible.environment
+    before = venv_state(cached_venv(env)), venv_state(staged_venv(env))
+    verdict = verify(ROUNDING, make_diff(ROUNDING, with_prefix(ROUNDING, "billing/tax.py", attack), gold=True), rt)
+    assert (venv_state(cached_venv(env)), venv_state(staged_venv(env))) == before
+    assert verdict.outcome == Outcome.PASSED, (verdict.status, verdict.detail)
 
 
 # 4. rewriting the patched test files and running pytest again

@@ -1,10 +1,12 @@
 """The SWE verifier's runner (started through runner.py): prepares the tree, runs pytest once, hands back what it saw.
 
-Started by the host inside the verifier's sandbox with the job as JSON on
-stdin: {nonce, repo, python, import_root, tests, args, timeout_s,
-isolation, readonly, prepare}. It makes itself non-dumpable, forks the
-launcher of the test process *before* it reads the job (so no copy of the
-job is in that process), then:
+Started by the host inside the verifier's sandbox with the job as one JSON
+line on stdin: {nonce, repo, python, import_root, tests, args, timeout_s,
+isolation, readonly, prepare}, then optionally the start tree as a tar. It
+makes itself non-dumpable, forks the launcher of the test process *before*
+it reads the job (so no copy of the job is in that process), hands the
+launcher its spec at once (the test process sets up, execs and imports
+pytest meanwhile, then waits for its secrets), writes the tree, then:
 
 1. with `prepare` (verification): hashes the tree, applies the agent's diff
    with `git apply`, hashes again and reports every path that changed
@@ -17,8 +19,10 @@ job is in that process), then:
    executable, and no capabilities, so it can see and signal nothing
    outside; with "process" (no user namespaces here), in a session of its
    own with the repository's files made read-only;
-3. passes the test process its secrets on a pipe (a fresh MAC key, the
-   test files' hashes, the changed files) and reads the records channel,
+3. passes the test process its secrets on a pipe once the tree is final
+   (a fresh MAC key, the test files' hashes, the changed files, the test
+   files to collect; nothing of the repository is read before) and reads
+   the records channel,
    checking each line's sequence number and MAC: a line that fails is
    reported as forged, never used;
 4. hashes the protected files again, and prints one JSON line carrying
@@ -161,6 +165,27 @@ class Launcher:
                 os._exit(code)
         for fd in (self.spec_r, self.status_w, self.channel_w, self.secrets_r):
             os.close(fd)
+        # Readable once the launcher exits, so its end is seen at once (None: poll).
+        self.exit_fd = None
+        try:
+            self.exit_fd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            pass
+
+    def wait(self, timeout):
+        """The launcher's wait status once it exits within `timeout` s, else None."""
+        until = time.monotonic() + timeout
+        while True:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return status
+            left = until - time.monotonic()
+            if left <= 0:
+                return None
+            if self.exit_fd is not None:
+                select.select([self.exit_fd], [], [], left)
+            else:
+                time.sleep(min(0.002, left))
 
     def _report(self, obj):
         os.write(self.status_w, (json.dumps(obj) + "\n").encode())
@@ -197,10 +222,17 @@ class Launcher:
         env = dict(spec["env"], SANDGYM_SWE_CHANNEL_FD=str(self.channel_w), SANDGYM_SWE_SECRETS_FD=str(self.secrets_r))
         os.execve(spec["argv"][0], spec["argv"], env)
 
-    def start(self, spec):
-        os.write(self.spec_w, json.dumps(spec).encode())
+    def send(self, spec):
+        """Let the test process start: it sets itself up, execs and imports
+        pytest while the runner prepares the tree, then waits for its secrets."""
+        data = json.dumps(spec).encode()
+        while data:
+            data = data[os.write(self.spec_w, data) :]
         os.close(self.spec_w)
         self.spec_open = False
+
+    def started(self):
+        """How the test process was set up, once it has exec'd."""
         report = b""
         while chunk := os.read(self.status_r, 1 << 16):
             report += chunk  # ends when the test process execs (close-on-exec) or dies
@@ -214,10 +246,13 @@ class Launcher:
         return messages[-1]
 
     def cancel(self):
-        """No test run after all (the diff did not apply): the launcher exits."""
+        """No test run after all (the diff did not apply): the test process,
+        which has no secrets yet and ran nothing of the repository, is ended."""
         if self.spec_open:
             os.close(self.spec_w)
             self.spec_open = False
+        os.close(self.secrets_w)
+        self.kill()
         os.waitpid(self.pid, 0)
 
     def kill(self):
@@ -276,6 +311,32 @@ def git_apply(repo, work, patch, name):
         timeout=120,
     )
     return r.returncode == 0, (r.stderr + r.stdout).decode("utf-8", "replace")[-2000:]
+
+
+def unpack(tree, dest):
+    """Write the start tree (a tar of folders and regular files from the host) under `dest`."""
+    import io
+    import tarfile
+
+    try:
+        with tarfile.open(fileobj=io.BytesIO(tree), mode="r:") as tar:
+            for m in tar:
+                path = inside(dest, m.name)
+                if m.isdir():
+                    os.makedirs(path, exist_ok=True)
+                elif m.isfile():
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    src = tar.extractfile(m)
+                    if src is None:
+                        raise InfraError(f"the start tree's {m.name!r} cannot be read")
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    os.fchmod(fd, m.mode & 0o755)
+                    with open(fd, "wb") as f:
+                        shutil.copyfileobj(src, f)
+                else:
+                    raise InfraError(f"the start tree holds {m.name!r}, which is not a file or folder")
+    except (OSError, tarfile.TarError) as e:
+        raise InfraError(f"the start tree could not be written: {e}") from None
 
 
 def prepare(repo, work, prep, answer):
@@ -372,6 +433,7 @@ class Channel:
         self.records = []
         self.problems = []
         self.seq = 0
+        self.marks = {}  # when the first armed / collected / finish record arrived (for the phases)
 
     def feed(self, chunk):
         self.size += len(chunk)
@@ -407,6 +469,9 @@ class Channel:
             self.problems.append("a signed record that is not JSON")
             return
         self.records.append(record)
+        kind = record.get("kind") if isinstance(record, dict) else None
+        if kind in ("armed", "collected", "finish") and kind not in self.marks:
+            self.marks[kind] = time.monotonic()
 
     def close(self):
         if self.buf and not self.problems:
@@ -416,25 +481,15 @@ class Channel:
 # -- one run -----------------------------------------------------------------------------------
 
 
-def run(job, launcher, answer):
+def run(job, tree, launcher, answer):
     repo = job["repo"].rstrip("/")
     tests = job.get("tests")
     work = tempfile.mkdtemp(prefix="sg-run-")
     prep = job.get("prepare")
     t0 = time.monotonic()
     phases = answer["phases"] = {}
-    if prep is not None and not prepare(repo, work, prep, answer):
-        launcher.cancel()
-        return
-    protected = list(prep.get("protected", [])) if prep else []
-    sentinel_files = [s["file"] for s in prep.get("sentinels", [])] if prep else []
-    hashes = hash_files(repo, dict.fromkeys(protected + sentinel_files))
-    # Read-only by mode too: where the read-only bind is refused (gVisor may),
-    # or with no namespaces (docker runc), modes are what is left.
-    readonly = "none"
-    if job.get("readonly"):
-        chmod_tree(repo, writable=False)
-        readonly = "chmod"
+    os.makedirs(repo, exist_ok=True)  # the test process's cwd and read-only bind, filled below
+    readonly = "chmod" if job.get("readonly") else "none"
     args = [
         "-p",
         "sandgym_swe_records",
@@ -468,12 +523,13 @@ def run(job, launcher, answer):
         with open(select_path, "w") as f:
             json.dump(list(tests), f)
         env["SANDGYM_SWE_SELECT"] = select_path
-        # With no listed file left, the whole suite is collected and every item
-        # deselected: zero collected, an invalid log.
-        args += test_files(repo, tests)
     log_path = os.path.join(work, "output.log")
     open(log_path, "wb").close()
-    argv = [job["python"], "-I", os.path.join(HERE, "pytest_child.py"), repo, job.get("import_root", "."), *args]
+    # -s -P, not -I: the environment is this one, built from nothing above,
+    # and -I (its -E) would drop PYTHONHASHSEED, which keeps parametrize ids
+    # made from sets and dicts the same from run to run.
+    child = os.path.join(HERE, "pytest_child.py")
+    argv = [job["python"], "-s", "-P", child, repo, job.get("import_root", "."), *args]
     writable = [p for p in ("/tmp", os.path.dirname(repo), "/dev/shm") if os.path.isdir(p)]
     spec = {
         "argv": argv,
@@ -485,14 +541,36 @@ def run(job, launcher, answer):
         "readonly": readonly,
         "noexec": writable,
     }
+    # The test process starts now (namespaces, interpreter, pytest's import) and
+    # waits for its secrets; nothing of the repository runs before they come,
+    # and they come once the tree below is final.
+    launcher.send(spec)
+    if tree:
+        unpack(tree, os.path.dirname(repo))
+    phases["unpack_s"] = round(time.monotonic() - t0, 4)
+    if prep is not None and not prepare(repo, work, prep, answer):
+        launcher.cancel()
+        return
+    phases["apply_s"] = round(time.monotonic() - t0, 4)
+    protected = list(prep.get("protected", [])) if prep else []
+    sentinel_files = [s["file"] for s in prep.get("sentinels", [])] if prep else []
+    hashes = hash_files(repo, dict.fromkeys(protected + sentinel_files))
+    # Read-only by mode too: where the read-only bind is refused (gVisor may),
+    # or with no namespaces (docker runc), modes are what is left.
+    if readonly == "chmod":
+        chmod_tree(repo, writable=False)
+    # With no listed file left, the whole suite is collected and every item
+    # deselected: zero collected, an invalid log.
+    files = test_files(repo, tests) if tests is not None else []
     key = secrets.token_bytes(32)
     start = time.monotonic()
     phases["prepare_s"] = round(start - t0, 4)
-    setup = launcher.start(spec)
-    phases["setup_s"] = round(time.monotonic() - start, 4)
+    setup = launcher.started()
+    phases["setup_s"] = round(time.monotonic() - start, 4)  # what the preparation did not hide
     answer["isolation"] = setup
+    start = time.monotonic()
     secrets_blob = json.dumps(
-        {"key": key.hex(), "repo": repo, "tests": hashes, "changed": answer.get("changed", {})}
+        {"key": key.hex(), "repo": repo, "tests": hashes, "changed": answer.get("changed", {}), "files": files}
     ).encode()
     try:
         while secrets_blob:
@@ -516,27 +594,32 @@ def run(job, launcher, answer):
                 status, exited_at = st, now
         if exited_at is not None and now - exited_at > DRAIN_S:
             break
-        ready, _, _ = select.select([launcher.channel_r], [], [], min(0.2, deadline - now))
-        if ready:
+        watch = [launcher.channel_r]
+        if exited_at is None and launcher.exit_fd is not None:
+            watch.append(launcher.exit_fd)
+        ready, _, _ = select.select(watch, [], [], min(0.2, deadline - now))
+        if launcher.channel_r in ready:
             chunk = os.read(launcher.channel_r, 1 << 16)
             if not chunk:
                 break  # every writer is gone
             channel.feed(chunk)
     if status is None and not timed_out:
         # The channel closed: the test process is on its way out.
-        until = time.monotonic() + DRAIN_S
-        while status is None and time.monotonic() < until:
-            pid, st = os.waitpid(launcher.pid, os.WNOHANG)
-            if pid:
-                status = st
-            else:
-                time.sleep(0.01)
+        status = launcher.wait(DRAIN_S)
     launcher.kill()
     if status is None:
         status = os.waitpid(launcher.pid, 0)[1]
     channel.close()
-    phases["tests_s"] = round(time.monotonic() - start, 4)
+    ended = time.monotonic()
+    phases["tests_s"] = round(ended - start, 4)
+    # Where the test process's time went, from when its records arrived.
+    marks = [start, *(channel.marks.get(k) for k in ("armed", "collected", "finish")), ended]
+    for name, a, b in zip(("start_s", "collect_s", "run_s", "exit_s"), marks[:-1], marks[1:], strict=True):
+        if a is not None and b is not None:
+            phases[name] = round(b - a, 4)
     os.close(launcher.channel_r)
+    if launcher.exit_fd is not None:
+        os.close(launcher.exit_fd)
     code = os.waitstatus_to_exitcode(status)
     if readonly == "chmod":
         chmod_tree(repo, writable=True)
@@ -547,6 +630,7 @@ def run(job, launcher, answer):
     with open(log_path, "rb") as f:
         f.seek(max(0, os.path.getsize(log_path) - OUTPUT_TAIL))
         tail = f.read().decode("utf-8", "replace")
+    phases["after_s"] = round(time.monotonic() - ended, 4)
     answer.update(
         {
             "exit_code": code if code >= 0 else 128 - code,
@@ -563,10 +647,13 @@ def run(job, launcher, answer):
 def main():
     not_dumpable()
     launcher = Launcher()  # before the job (and its nonce) is in this process
-    job = json.loads(sys.stdin.buffer.read())
+    raw = sys.stdin.buffer.read()
+    head, _, tree = raw.partition(b"\n")  # the job, then the start tree (a tar) if the host sent it
+    del raw
+    job = json.loads(head)
     answer = {"nonce": job["nonce"]}
     try:
-        run(job, launcher, answer)
+        run(job, tree, launcher, answer)
     except InfraError as e:
         answer["infra_error"] = str(e)
         launcher.kill()
