@@ -31,19 +31,20 @@ import time
 import tomllib
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from email.parser import Parser
 from pathlib import Path
 
-from sandgym.envs.swe_repo.issues import write_issue
+from sandgym.envs.swe_repo.assemble import Package
 from sandgym.envs.swe_repo.mutations import Mutation, find_mutations
 from sandgym.errors import SandgymError
+from sandgym.runtimes.base import SandboxError
 from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
-from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask, TestEnvironment
+from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
 from sandgym.verifiers.swe_repo.checkout import GIT_IDENTITY
 from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_sdist, pristine_tree, test_venv
 
-FACTORY_VERSION = 1
+FACTORY_VERSION = 2  # 2: hidden failing tests, held-out tests, issue levels, combined bugs
 PIN_PYTEST = "pytest==8.3.4"  # the verifier's base requirement; resolved pins must agree with it
 # Dependency names that are tooling around tests, not needed to run them here
 # (coverage and linters; benchmark plugins; the runner's own pytest).
@@ -93,39 +94,70 @@ class FactoryError(SandgymError, RuntimeError):
     """The factory cannot proceed; the message says what to change."""
 
 
+WASTE = (
+    "survived",
+    "broke_import",
+    "too_broad",
+    "timed_out",
+    "unhideable",
+    "no_held_out",
+    "quoted",
+    "duplicate",
+    "invalid",
+)
+
+
 @dataclass
 class FactoryStats:
+    """What one package's run made and wasted; saved with the run, summed on resume."""
+
     package: str = ""
     usable_tests: int = 0
-    flaky_tests: int = 0
+    flaky_tests: int = 0  # same id in both runs, different result
+    unstable_ids: int = 0  # an id only one of the two runs produced (parametrize ids from unordered data)
     suite_s: float = 0.0
     candidates: int = 0
     tried: int = 0
-    survived: int = 0
-    broke_import: int = 0
-    too_broad: int = 0
-    timed_out: int = 0
-    invalid: int = 0
     validated: int = 0
-    started: float = field(default_factory=time.monotonic)
-    finished: float = 0.0
+    combined: int = 0  # validated tasks with two or three bugs
+    skipped_at_import: int = 0  # mutants left untried: their function broke collection before
+    waste: dict[str, int] = field(default_factory=dict)
     by_operator: dict[str, int] = field(default_factory=dict)
+    by_level: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0  # wall time spent, over every (resumed) run
+    started: float = field(default_factory=time.monotonic)
+    running: bool = True
+
+    def finish(self) -> None:
+        if self.running:
+            self.seconds += time.monotonic() - self.started
+            self.running = False
+
+    def wasted(self, kind: str) -> None:
+        self.waste[kind] = self.waste.get(kind, 0) + 1
 
     @property
     def minutes(self) -> float:
-        return ((self.finished or time.monotonic()) - self.started) / 60
+        return (self.seconds + (time.monotonic() - self.started if self.running else 0.0)) / 60
 
     @property
     def per_minute(self) -> float:
         return self.validated / self.minutes if self.minutes else 0.0
 
     def line(self) -> str:
+        waste = ", ".join(f"{self.waste[k]} {k}" for k in WASTE if self.waste.get(k))
         return (
-            f"{self.package}: {self.validated} validated of {self.tried} mutants tried "
-            f"({self.survived} survived, {self.broke_import} broke collection, {self.too_broad} too broad, "
-            f"{self.timed_out} hung, {self.invalid} failed validation) in {self.minutes:.1f} min "
-            f"= {self.per_minute:.1f} tasks/min; usable tests {self.usable_tests}, flaky {self.flaky_tests}"
+            f"{self.package}: {self.validated} validated ({self.combined} combined) of {self.tried} mutants tried "
+            f"(wasted: {waste or 'none'}; {self.skipped_at_import} skipped at import) in {self.minutes:.1f} min "
+            f"= {self.per_minute:.1f} tasks/min; usable tests {self.usable_tests}, flaky {self.flaky_tests}, "
+            f"unstable ids {self.unstable_ids}"
         )
+
+    def record(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k not in ("started", "running")}
+        out["seconds"] = round(self.minutes * 60, 1)
+        out["suite_s"] = round(self.suite_s, 2)
+        return out
 
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -357,24 +389,7 @@ def diff_of(repo, path: str, new_text: str) -> tuple[str, str]:
 # -- the factory ---------------------------------------------------------------------
 
 
-@dataclass
-class Prepared:
-    name: str
-    version: str
-    source: RepoSource
-    environment: TestEnvironment
-    tree: Path
-    repo: object
-    usable: list[str]  # tests that passed twice, in test files
-    suite_s: float
-    requirement_sources: list[str]
-
-
-def _statuses_ok(run) -> dict[str, str]:
-    return run.statuses if not run.timed_out else {}
-
-
-def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Prepared:
+def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Package:
     from sandgym.verifiers.swe_repo.host import run_tests
 
     url, sha = find_sdist(name, version)
@@ -398,123 +413,200 @@ def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, l
             f"{name}=={version}: the test suite did not run here "
             f"({first.problem or 'no test records'}):\n{first.output[-1500:]}"
         )
-    a, b = _statuses_ok(first), _statuses_ok(second)
-    flaky = {t for t in set(a) | set(b) if a.get(t) != b.get(t)}
-    usable = sorted(t for t, s in a.items() if s == "passed" and t not in flaky and is_test_path(t.split("::")[0]))
-    stats.usable_tests, stats.flaky_tests, stats.suite_s = len(usable), len(flaky), suite_s
+    usable, flaky, unstable = stable_passing(first.statuses, {} if second.timed_out else second.statuses)
+    stats.usable_tests, stats.flaky_tests, stats.unstable_ids, stats.suite_s = (
+        len(usable),
+        len(flaky),
+        len(unstable),
+        suite_s,
+    )
     if not usable:
         raise FactoryError(f"{name}=={version}: no test passes here; pick another release or package")
-    log(f"{name}=={version}: {len(usable)} usable tests, {len(flaky)} flaky, suite {suite_s:.1f} s")
-    return Prepared(name, version, source, environment, tree, repo, usable, suite_s, found_in)
+    log(
+        f"{name}=={version}: {len(usable)} usable tests, {len(flaky)} flaky, {len(unstable)} with unstable ids, "
+        f"suite {suite_s:.1f} s"
+    )
+    return Package(
+        name,
+        version,
+        source,
+        environment,
+        tree,
+        repo,
+        usable,
+        suite_s,
+        f"sandgym.swe_factory/{FACTORY_VERSION}",
+        frozenset(first.collect_errors) | frozenset(second.collect_errors),
+    )
+
+
+def stable_passing(a: dict[str, str], b: dict[str, str]) -> tuple[list[str], set[str], set[str]]:
+    """(usable, flaky, unstable) from two runs of the whole suite. A test is
+    flaky when its id is in both runs with different results; an id that only
+    one run produced is unstable (pytest numbers parametrize cases built from
+    sets or dicts, so the ids move between runs): it cannot be named in a
+    spec, but its result says nothing about flakiness."""
+    moved = set(a) ^ set(b)
+    # Every case of a test function with a moving id: the ids that happened to
+    # match between these two runs need not match in the next.
+    moving_functions = {t.split("[", 1)[0] for t in moved}
+    unstable = {t for t in set(a) | set(b) if t.split("[", 1)[0] in moving_functions}
+    flaky = {t for t in set(a) & set(b) if a[t] != b[t]} - unstable
+    usable = sorted(
+        t
+        for t, s in a.items()
+        if s == "passed" and t not in flaky and t not in unstable and is_test_path(t.split("::")[0])
+    )
+    return usable, flaky, unstable
 
 
 def order_candidates(mutations: list[Mutation], seed: int) -> list[Mutation]:
-    """A seeded shuffle, then round-robin over operators so every operator
-    gets its turn early, whatever the package's mix."""
+    """A seeded shuffle, round-robin over operators so every operator gets its
+    turn early; typed mutations outside import-time code first (they fail
+    tests rather than collection or with a TypeError)."""
     rng = random.Random(seed)
-    by_op: dict[str, list[Mutation]] = {}
-    for m in mutations:
-        by_op.setdefault(m.operator, []).append(m)
-    for ms in by_op.values():
-        rng.shuffle(ms)
-    ops = sorted(by_op)
-    rng.shuffle(ops)
     out = []
-    while any(by_op.values()):
-        for op in ops:
-            if by_op[op]:
-                out.append(by_op[op].pop())
+    tiers = [
+        [m for m in mutations if m.typed and not m.at_import],
+        [m for m in mutations if not m.typed and not m.at_import],
+        [m for m in mutations if m.at_import],
+    ]
+    for tier in tiers:
+        by_op: dict[str, list[Mutation]] = {}
+        for m in tier:
+            by_op.setdefault(m.operator, []).append(m)
+        for ms in by_op.values():
+            rng.shuffle(ms)
+        ops = sorted(by_op)
+        rng.shuffle(ops)
+        while any(by_op.values()):
+            for op in ops:
+                if by_op[op]:
+                    out.append(by_op[op].pop())
     return out
 
 
 @dataclass
 class Outcome:
-    kind: str  # kept | survived | broke_import | too_broad | timed_out | invalid
+    kind: str  # kept | one of WASTE
     task: TaskPair | None = None
     detail: str = ""
+    failing: list[str] = field(default_factory=list)  # usable tests the mutant fails
+    diff_key: str = ""
+
+
+@dataclass
+class Candidate:
+    key: str  # journal key
+    task_id: str
+    mutations: list[Mutation]
+    alone: list[set[str]]  # per mutation: the tests it fails alone (known for combinations)
+
+    @property
+    def functions(self) -> set[str]:
+        return {f"{m.path}:{m.function}" for m in self.mutations}
 
 
 class _Worker:
-    """A private copy of the pristine tree, mutated one file at a time."""
+    """A private copy of the pristine tree, mutated one candidate at a time."""
 
-    def __init__(self, prep: Prepared, root: Path):
+    def __init__(self, pkg: Package, root: Path):
         self.tree = root
-        shutil.copytree(prep.tree, root, ignore=shutil.ignore_patterns(".git"))
+        shutil.copytree(pkg.tree, root, ignore=shutil.ignore_patterns(".git"))
+
+
+@dataclass
+class Settings:
+    levels: dict[str, float]
+    seed: int = 0
+    validate_runs: int = 2
+    min_held_out: int = 1
 
 
 def evaluate(
-    prep: Prepared,
-    index: int,
-    mutation: Mutation,
-    worker: _Worker,
-    runtime,
-    repo_lock: threading.Lock,
-    validate_runs: int = 2,
+    pkg: Package, cand: Candidate, worker: _Worker, runtime, repo_lock: threading.Lock, cfg: Settings
 ) -> Outcome:
+    from sandgym.envs.swe_repo.assemble import Dropped, assemble, choose_level, mutated_files, read_texts
     from sandgym.verifiers.swe_repo.host import run_tests, verify
 
-    file = worker.tree / mutation.path
-    original = file.read_text(encoding="utf-8")
-    mutant = mutation.apply(original)
-    timeout = max(60.0, 5 * prep.suite_s)
+    originals = read_texts(worker.tree, {m.path for m in cand.mutations})
+    texts = mutated_files(originals, cand.mutations)
+    timeout = max(60.0, 5 * pkg.suite_s)
     try:
-        file.write_text(mutant, encoding="utf-8")
-        run = run_tests(runtime, worker.tree, prep.environment, None, timeout)
+        for p, text in texts.items():
+            (worker.tree / p).write_text(text, encoding="utf-8")
+        run = run_tests(runtime, worker.tree, pkg.environment, None, timeout)
     finally:
-        file.write_text(original, encoding="utf-8")
+        for p, text in originals.items():
+            (worker.tree / p).write_text(text, encoding="utf-8")
     if run.timed_out:
         return Outcome("timed_out")
-    if run.collect_errors or any(run.status(t) == "missing" for t in prep.usable):
+    missing = sum(run.status(t) == "missing" for t in pkg.usable)
+    # Only a module that imports in the pristine tree and not with the mutant counts.
+    if set(run.collect_errors) - pkg.collect_errors or missing > len(pkg.usable) // 2:
         return Outcome("broke_import", detail=", ".join(sorted(run.collect_errors))[:200])
-    f2p = [t for t in prep.usable if run.status(t) in ("failed", "error")]
+    f2p = [t for t in pkg.usable if run.status(t) in ("failed", "error")]
     if not f2p:
         return Outcome("survived")
-    if len(f2p) > max(20, MAX_F2P_SHARE * len(prep.usable)):
-        return Outcome("too_broad", detail=f"{len(f2p)} of {len(prep.usable)} tests fail")
-    files = {t.split("::")[0] for t in f2p}
-    failing = set(f2p)
-    p2p = [t for t in prep.usable if t.split("::")[0] in files and t not in failing]
-    with repo_lock:
-        base_patch, gold = diff_of(prep.repo, mutation.path, mutant)
-    task_id = f"{prep.name}-{prep.version}/mut-{index:04d}"
-    module = mutation.path[:-3].replace("/", ".")
-    if prep.environment.import_root != ".":
-        module = module[len(prep.environment.import_root.rstrip("/")) + 1 :]
-    module = module.removesuffix(".__init__")
-    title, issue = write_issue(
-        prep.name,
-        prep.version,
-        f"{module}.{mutation.function}",
-        mutation.path,
-        f2p,
-        run.details,
-        base_patch,
-        is_test_path,
-    )
-    timeout_s = float(min(600, max(60, int(10 * prep.suite_s))))
-    task = TaskPair(
-        visible=SWETask(
-            id=task_id,
-            title=title,
-            problem_statement=issue,
-            repo=prep.source,
-            environment=prep.environment,
-            base_patch=base_patch,
-            visible_tests=sorted(files),
-            timeout_s=timeout_s,
-            source=f"sandgym.swe_factory/{FACTORY_VERSION}",
-            tags=["mutation", mutation.operator, prep.name],
-        ),
-        hidden=SWEHidden(id=task_id, patch=gold, FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p),
-    )
-    for _ in range(validate_runs):
-        good = verify(task, gold, runtime)
+    if len(f2p) > max(20, MAX_F2P_SHARE * len(pkg.usable)):
+        return Outcome("too_broad", detail=f"{len(f2p)} of {len(pkg.usable)} tests fail", failing=f2p)
+    alone = cand.alone or [set(f2p)]
+    if any(not (fails & set(f2p)) for fails in alone):
+        return Outcome("invalid", detail="one bug of the combination fails no test with the others in")
+    level = choose_level(cfg.levels, cand.task_id, cfg.seed)
+    timeout_s = float(min(600, max(60, int(10 * pkg.suite_s))))
+    try:
+        task, key = assemble(
+            pkg, cand.task_id, cand.mutations, f2p, alone, run.details, level, repo_lock, timeout_s, cfg.min_held_out
+        )
+    except Dropped as e:
+        return Outcome(e.kind, detail=e.detail, failing=f2p)
+    for _ in range(cfg.validate_runs):
+        good = verify(task, task.hidden.patch, runtime)
         if good.status != "FULL":
-            return Outcome("invalid", detail=f"gold patch: {good.status} {good.detail[:200]}")
+            return Outcome("invalid", detail=f"gold patch: {good.status} {good.detail[:200]}", failing=f2p)
         empty = verify(task, "", runtime)
         if empty.status != "NO":
-            return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}")
-    return Outcome("kept", task)
+            return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}", failing=f2p)
+    return Outcome("kept", task, failing=f2p, diff_key=key)
+
+
+# -- resumable runs ----------------------------------------------------------------------
+
+
+class Journal:
+    """One JSON line per evaluated candidate (and the kept task), appended as
+    it finishes; a killed run re-reads it and goes on where it stopped."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.entries: dict[str, dict] = {}
+        self.done: dict | None = None
+        self._lock = threading.Lock()
+        if path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue  # a line cut short by the kill
+                if rec.get("done"):
+                    self.done = rec
+                elif isinstance(rec.get("key"), str):
+                    self.entries[rec["key"]] = rec
+
+    def add(self, rec: dict) -> None:
+        with self._lock:
+            self.entries[rec.get("key", "")] = rec
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+
+    def tasks(self) -> list[TaskPair]:
+        return [
+            SWETaskPair(visible=SWETask(**r["task"]["visible"]), hidden=SWEHidden(**r["task"]["hidden"]))
+            for r in self.entries.values()
+            if r.get("outcome") == "kept" and r.get("task")
+        ]
 
 
 def make_swe(
@@ -526,79 +618,253 @@ def make_swe(
     progress: Progress | None = None,
     log: Callable[[str], None] = print,
     max_tries: int | None = None,
+    levels: dict[str, float] | None = None,
+    combined_share: float = 0.0,
+    journal: Path | None = None,
+    min_held_out: int = 1,
 ) -> tuple[list[TaskPair], FactoryStats]:
-    """Validated tasks from one PyPI release, at most `max_tasks`, at most one per function."""
+    """Validated tasks from one PyPI release: at most `max_tasks`, one
+    single-bug task per function, and about `combined_share` of them with two
+    or three bugs in different functions (each failing tests alone). With
+    `journal`, evaluated candidates are recorded there and skipped when the
+    run is started again."""
     name, version = parse_package(package)
     stats = FactoryStats(package=f"{name}=={version}")
+    cfg = Settings(levels=levels or {"located": 1.0}, seed=seed, min_held_out=min_held_out)
+    book = Journal(journal) if journal else None
+    if book and book.done and book.done.get("max_tasks", 0) >= max_tasks:
+        old = book.done.get("stats", {})
+        stats.__dict__.update({k: v for k, v in old.items() if k in stats.__dict__ and k != "started"})
+        stats.running = False
+        return sorted(book.tasks(), key=lambda t: t.id), stats
     progress = progress or (lambda phase, done, total: None)
     with tempfile.TemporaryDirectory(prefix="sandgym-factory-") as tmp:
         work = Path(tmp)
         progress("preparing", 0, max_tasks)
-        prep = prepare(name, version, work, runtime, stats, log)
+        pkg = prepare(name, version, work, runtime, stats, log)
         mutations = []
-        for rel in source_files(prep.tree, prep.environment.import_root):
-            mutations += find_mutations((prep.tree / rel).read_text(encoding="utf-8"), rel)
-        candidates = order_candidates(mutations, seed)
-        stats.candidates = len(candidates)
-        if not candidates:
-            raise FactoryError(f"{package}: no mutable code found in {prep.environment.import_root!r}")
-        limit = max_tries or len(candidates)
-        workers = [_Worker(prep, work / f"worker-{i}") for i in range(jobs)]
-        free = list(workers)
-        repo_lock = threading.Lock()
-        claimed: set[str] = set()  # functions with a task kept or in flight
-        kept: list[TaskPair] = []
-        kept_functions: set[str] = set()
-        pending: dict[Future, tuple[str, _Worker]] = {}
-        queue = list(enumerate(candidates))
-        deferred: list[tuple[int, Mutation]] = []
-        progress("mutating", 0, max_tasks)
-        with ThreadPoolExecutor(jobs) as pool:
+        for rel in source_files(pkg.tree, pkg.environment.import_root):
+            mutations += find_mutations((pkg.tree / rel).read_text(encoding="utf-8"), rel)
+        ordered = order_candidates(mutations, seed)
+        stats.candidates = len(ordered)
+        if not ordered:
+            raise FactoryError(f"{package}: no mutable code found in {pkg.environment.import_root!r}")
+        run = _Run(pkg, runtime, jobs, cfg, stats, book, work, log, progress, max_tasks)
+        n_combined = round(max_tasks * combined_share)
+        run.singles(ordered, max_tasks - n_combined, max_tries or len(ordered))
+        if n_combined:
+            run.combinations(max_tasks, seed)
+    stats.finish()
+    if book:
+        book.add({"done": True, "max_tasks": max_tasks, "stats": stats.record()})
+    return sorted(run.kept, key=lambda t: t.id), stats
+
+
+class _Run:
+    """The evaluation loop of one package: candidates through a pool of workers."""
+
+    def __init__(self, pkg, runtime, jobs, cfg, stats, book, work, log, progress, max_tasks):
+        self.pkg, self.runtime, self.cfg, self.stats, self.book = pkg, runtime, cfg, stats, book
+        self.log, self.progress, self.max_tasks = log, progress, max_tasks
+        self.workers = [_Worker(pkg, work / f"worker-{i}") for i in range(jobs)]
+        self.repo_lock = threading.Lock()
+        self.kept: list[TaskPair] = book.tasks() if book else []
+        self.diff_keys = {r.get("diff_key", "") for r in (book.entries.values() if book else ()) if r.get("diff_key")}
+        self.failing: dict[str, tuple[Mutation, set[str]]] = {}  # single mutants that fail tests: the combination pool
+        self.broke: set[str] = set()  # functions whose mutant broke collection
+        self.kept_functions: set[str] = set()
+        self.kept_keys: set[str] = set()  # single mutants that are tasks
+        for r in book.entries.values() if book else ():
+            self._replay(r)
+            if r.get("outcome") == "kept" and not r.get("combined"):
+                self.kept_functions |= set(r.get("functions", []))
+                self.kept_keys.add(r["key"])
+            if r.get("outcome") == "broke_import":
+                self.broke |= set(r.get("functions", []))
+
+    def _replay(self, r: dict) -> None:
+        """Count a journal entry of an earlier (killed) run in this run's stats."""
+        stats = self.stats
+        stats.tried += 1
+        stats.seconds = max(stats.seconds, float(r.get("elapsed_s", 0.0)))
+        if r.get("outcome") == "kept":
+            stats.validated += 1
+            stats.combined += bool(r.get("combined"))
+            for op in r.get("operators", []):
+                stats.by_operator[op] = stats.by_operator.get(op, 0) + 1
+            if r.get("level"):
+                stats.by_level[r["level"]] = stats.by_level.get(r["level"], 0) + 1
+        else:
+            stats.wasted(str(r.get("outcome")))
+
+    def _record(self, cand: Candidate, out: Outcome) -> None:
+        stats = self.stats
+        stats.tried += 1
+        combined = len(cand.mutations) > 1
+        if out.kind == "kept" and out.diff_key in self.diff_keys:
+            out = Outcome("duplicate", failing=out.failing)
+        if out.kind == "kept":
+            assert out.task is not None
+            self.kept.append(out.task)
+            self.diff_keys.add(out.diff_key)
+            stats.validated += 1
+            stats.combined += combined
+            for m in cand.mutations:
+                stats.by_operator[m.operator] = stats.by_operator.get(m.operator, 0) + 1
+            level = out.task.visible.difficulty.issue_level  # type: ignore[attr-defined]
+            stats.by_level[level] = stats.by_level.get(level, 0) + 1
+            if not combined:
+                self.kept_functions |= cand.functions
+                self.kept_keys.add(cand.key)
+        else:
+            stats.wasted(out.kind)
+            if out.kind == "broke_import":
+                self.broke |= cand.functions
+            if out.kind == "invalid":
+                self.log(f"dropped {cand.task_id}: {out.detail}")
+        if not combined and out.failing and out.kind != "too_broad":
+            self.failing[cand.key] = (cand.mutations[0], set(out.failing))
+        if self.book:
+            rec = {
+                "key": cand.key,
+                "outcome": out.kind,
+                "functions": sorted(cand.functions),
+                "combined": combined,
+                "failing": out.failing if not combined and out.kind != "too_broad" else [],
+                "diff_key": out.diff_key,
+                "detail": out.detail[:300],
+                "task_id": cand.task_id,
+                "operators": [m.operator for m in cand.mutations],
+                "level": out.task.visible.difficulty.issue_level if out.kind == "kept" else "",  # type: ignore[union-attr]
+                "elapsed_s": round(stats.minutes * 60, 1),
+            }
+            if out.task is not None and out.kind == "kept":
+                rec["task"] = {
+                    "visible": out.task.visible.model_dump(mode="json"),
+                    "hidden": out.task.hidden.model_dump(mode="json"),
+                }
+            self.book.add(rec)
+        self.progress("combining" if combined else "mutating", len(self.kept), self.max_tasks)
+
+    def _pool(self, next_candidate: Callable[[], Candidate | None], want: int, limit: int) -> None:
+        free = list(self.workers)
+        pending: dict[Future, tuple[Candidate, _Worker]] = {}
+        tried = 0
+        with ThreadPoolExecutor(len(self.workers)) as pool:
             while True:
-                while free and queue and len(kept) + len(pending) < max_tasks and stats.tried < limit:
-                    index, m = queue.pop(0)
-                    fkey = f"{m.path}:{m.function}"
-                    if fkey in claimed:
-                        deferred.append((index, m))
-                        continue
-                    claimed.add(fkey)
+                while free and len(self.kept) + len(pending) < want and tried < limit:
+                    cand = next_candidate()
+                    if cand is None:
+                        break
+                    tried += 1
                     worker = free.pop()
-                    stats.tried += 1
-                    pending[pool.submit(evaluate, prep, index, m, worker, runtime, repo_lock)] = (fkey, worker)
+                    fut = pool.submit(evaluate, self.pkg, cand, worker, self.runtime, self.repo_lock, self.cfg)
+                    pending[fut] = (cand, worker)
                 if not pending:
-                    break
+                    return
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    fkey, worker = pending.pop(fut)
+                    cand, worker = pending.pop(fut)
                     free.append(worker)
                     try:
                         out = fut.result()
-                    except (RepoError, OSError, TaskSpecError, ValueError) as e:  # infrastructure; keep going
-                        out = Outcome("invalid", detail=str(e)[:300])
-                    if out.kind == "kept":
-                        kept.append(out.task)
-                        kept_functions.add(fkey)
-                        op = out.task.visible.tags[1]
-                        stats.by_operator[op] = stats.by_operator.get(op, 0) + 1
-                        stats.validated += 1
-                    else:
-                        claimed.discard(fkey)
-                        key = {
-                            "survived": "survived",
-                            "broke_import": "broke_import",
-                            "too_broad": "too_broad",
-                            "timed_out": "timed_out",
-                        }.get(out.kind, "invalid")
-                        setattr(stats, key, getattr(stats, key) + 1)
-                        if out.kind == "invalid":
-                            log(f"dropped {fkey}: {out.detail}")
-                    progress("mutating", len(kept), max_tasks)
-                if not queue and deferred and len(kept) < max_tasks:
-                    # Functions still without a task get their next mutation; kept ones stay at one.
-                    queue = [(i, m) for i, m in deferred if f"{m.path}:{m.function}" not in kept_functions]
-                    deferred = []
-    stats.finished = time.monotonic()
-    return sorted(kept, key=lambda t: t.id), stats
+                    except (RepoError, OSError, TaskSpecError, ValueError, SandboxError) as e:
+                        # Infrastructure, not the mutant: counted, not journaled (a rerun tries it again).
+                        self.stats.wasted("infra")
+                        self.log(f"infrastructure error on {cand.task_id}: {str(e)[:300]}")
+                        continue
+                    self._record(cand, out)
+
+    def singles(self, ordered: list[Mutation], want: int, limit: int) -> None:
+        """At most one task per function: a function's next mutant is tried only
+        after its earlier ones failed to make a task."""
+        prefix = f"{self.pkg.name}-{self.pkg.version}"
+        queue = list(enumerate(ordered))
+        in_flight: set[str] = set()
+        for _, m in queue:
+            rec = self.book.entries.get(m.key) if self.book else None
+            if rec and rec.get("failing") and rec.get("outcome") != "too_broad":
+                self.failing[m.key] = (m, set(rec["failing"]))
+
+        def next_candidate() -> Candidate | None:
+            while queue:
+                for i, (index, m) in enumerate(queue):
+                    fkey = f"{m.path}:{m.function}"
+                    if self.book and m.key in self.book.entries:
+                        queue.pop(i)
+                        break
+                    if fkey in self.kept_functions:
+                        queue.pop(i)
+                        break
+                    if fkey in self.broke:
+                        self.stats.skipped_at_import += 1
+                        queue.pop(i)
+                        break
+                    if fkey in in_flight:
+                        continue
+                    queue.pop(i)
+                    in_flight.add(fkey)
+                    return Candidate(m.key, f"{prefix}/mut-{index:04d}", [m], [])
+                else:
+                    return None  # only functions with a mutant in flight are left
+            return None
+
+        # Functions leave `in_flight` when their outcome is recorded.
+        record = self._record
+
+        def release(cand: Candidate, out: Outcome) -> None:
+            in_flight.difference_update(cand.functions)
+            record(cand, out)
+
+        self._record = release  # type: ignore[method-assign]
+        try:
+            self._pool(next_candidate, want, limit)
+        finally:
+            self._record = record  # type: ignore[method-assign]
+
+    def combinations(self, want: int, seed: int) -> None:
+        """Two or three failing single mutants of different functions (different
+        files first), each failing tests alone; every bug must be fixed."""
+        rng = random.Random(seed)
+        pool = sorted(self.failing.items())
+        rng.shuffle(pool)
+        # Mutants that are no single task of their own first: fresh bugs.
+        shipped = set(self.kept_keys)
+        pool.sort(key=lambda kv: kv[0] in shipped)
+        prefix = f"{self.pkg.name}-{self.pkg.version}"
+        used: set[str] = set()  # each mutant leads at most one combination
+        # Ids go on after the highest one an earlier (killed) run gave out.
+        given = [r.get("task_id", "") for r in (self.book.entries.values() if self.book else ())]
+        base = max([int(t.rsplit("-", 1)[1]) for t in given if "/combo-" in t] + [0])
+        made = [0]
+
+        def next_candidate() -> Candidate | None:
+            while True:
+                avail = [(k, m, f) for k, (m, f) in pool if k not in used]
+                if len(avail) < 2:
+                    return None
+                lead, rest = avail[0], avail[1:]
+                used.add(lead[0])
+                size = 3 if len(avail) >= 3 and rng.random() < 0.3 else 2
+                others = [x for x in rest if x[1].path != lead[1].path] + [x for x in rest if x[1].path == lead[1].path]
+                picked = [lead]
+                for x in others:
+                    if len(picked) == size:
+                        break
+                    if any(x[1].path == p[1].path and x[1].function == p[1].function for p in picked):
+                        continue
+                    picked.append(x)
+                if len(picked) < 2:
+                    continue
+                key = "+".join(sorted(k for k, _, _ in picked))
+                if self.book and key in self.book.entries:
+                    continue
+                made[0] += 1
+                return Candidate(
+                    key, f"{prefix}/combo-{base + made[0]:04d}", [p[1] for p in picked], [p[2] for p in picked]
+                )
+
+        self._pool(next_candidate, want, 4 * want)
 
 
 def write_task_set(tasks: list[TaskPair], out: Path, name: str = "", description: str = "") -> TaskSet:

@@ -9,13 +9,21 @@ the whole file and make the patch useless as a task.
 Only code inside function bodies is mutated (module-level tables and
 constants make poor issues), and never docstrings, annotations, f-strings,
 `if TYPE_CHECKING:` or `if __name__ == "__main__":` blocks.
+
+Each mutation says whether it is `typed`: the edited expression keeps its
+type (a flipped comparison is still a bool, an off-by-one still an int), so
+the mutant fails on wrong values rather than on a TypeError or NameError
+nobody would write; and whether its function runs `at_import` (called or
+used as a decorator at module or class level), where a bug breaks test
+collection instead of a test. The factory tries typed, not-at-import
+mutations first.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 OPERATORS = (
     "flip_comparison",
@@ -50,6 +58,61 @@ _ARITH_SWAP: dict[type, tuple[str, str]] = {
 _AUG_SWAP: dict[type, tuple[str, str]] = {ast.Add: (r"\+=", "-="), ast.Sub: (r"-=", "+=")}
 _BOOL_SWAP: dict[type, tuple[str, str]] = {ast.And: (r"\band\b", "or"), ast.Or: (r"\bor\b", "and")}
 _ATOMIC = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+# Builtins whose two first arguments have different kinds: swapping them is a TypeError.
+_TYPED_SIGNATURES = {"isinstance", "issubclass", "getattr", "setattr", "hasattr", "delattr", "map", "filter", "super"}
+
+
+def _numeric(node: ast.expr) -> bool:
+    """An operand that is surely a number: a numeric literal or len(...)."""
+    if isinstance(node, ast.UnaryOp):
+        node = node.operand
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+
+
+def _same_kind(a: ast.expr, b: ast.expr) -> bool:
+    """Two arguments that may stand in for each other: literals of one type, or two names."""
+    if isinstance(a, ast.Constant) and isinstance(b, ast.Constant):
+        return type(a.value) is type(b.value)
+    return isinstance(a, (ast.Name, ast.Attribute)) and isinstance(b, (ast.Name, ast.Attribute))
+
+
+def _callee(node: ast.Call) -> str:
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def import_time_names(tree: ast.Module) -> set[str]:
+    """Names of what module and class bodies call or use as decorators:
+    functions that run while the module (and the tests) are imported."""
+    names: set[str] = set()
+
+    def calls_in(node: ast.AST) -> None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call):
+                name = _callee(sub)
+                if name:
+                    names.add(name)
+
+    def scan(body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for d in stmt.decorator_list:
+                    calls_in(d)
+                    if isinstance(d, (ast.Name, ast.Attribute)):
+                        names.add(d.id if isinstance(d, ast.Name) else d.attr)
+                for default in [*stmt.args.defaults, *(d for d in stmt.args.kw_defaults if d is not None)]:
+                    calls_in(default)
+            elif isinstance(stmt, ast.ClassDef):
+                for d in [*stmt.decorator_list, *stmt.bases, *(k.value for k in stmt.keywords)]:
+                    calls_in(d)
+                scan(stmt.body)
+            else:
+                calls_in(stmt)
+
+    scan(tree.body)
+    return names
 
 
 @dataclass(frozen=True)
@@ -67,6 +130,8 @@ class Mutation:
     function: str  # qualified name of the enclosing function
     summary: str  # for logs and tags only; never shown to the agent
     edits: tuple[Edit, ...] = field(default_factory=tuple)
+    typed: bool = True
+    at_import: bool = False
 
     def apply(self, source: str) -> str:
         out = source
@@ -133,9 +198,10 @@ class _Finder(ast.NodeVisitor):
         self.found: list[Mutation] = []
 
     # -- helpers -----------------------------------------------------------
-    def _add(self, operator: str, node: _Node, summary: str, *edits: Edit) -> None:
+    def _add(self, operator: str, node: _Node, summary: str, *edits: Edit, typed: bool = True) -> None:
         if self.stack and edits:
-            self.found.append(Mutation(operator, self.path, node.lineno, ".".join(self.stack), summary, edits))
+            fn = ".".join(self.stack)
+            self.found.append(Mutation(operator, self.path, node.lineno, fn, summary, edits, typed))
 
     def _gap_edit(self, left: _Node, right: _Node, pattern: str, new: str) -> Edit | None:
         """Replace the one operator token between two operand nodes."""
@@ -166,7 +232,7 @@ class _Finder(ast.NodeVisitor):
             for r in rets:
                 assert r.value is not None  # kept above only with a value
                 a, b = self.pos.span(r.value)
-                self._add("return_none", r, "return None", Edit(a, b, "None"))
+                self._add("return_none", r, "return None", Edit(a, b, "None"), typed=False)
         self.stack.pop()
 
     visit_FunctionDef = _function
@@ -194,7 +260,7 @@ class _Finder(ast.NodeVisitor):
         return  # defaults and annotations
 
     # -- statements ----------------------------------------------------------
-    def _drop(self, stmt: ast.stmt) -> None:
+    def _drop(self, stmt: ast.stmt, typed: bool = True) -> None:
         a, b = self.pos.span(stmt)
         line_start = self.pos.starts[stmt.lineno - 1]
         line_end = self.pos.starts[_end(stmt)[0]]
@@ -204,12 +270,14 @@ class _Finder(ast.NodeVisitor):
             return  # shares its line with other code (`;`, a one-line if)
         if stmt.lineno != stmt.end_lineno:
             return  # a one-line edit reads as a bug; a vanished block reads as a deletion
-        self._add("drop_statement", stmt, f"drop {type(stmt).__name__}", Edit(a, b, "pass"))
+        self._add("drop_statement", stmt, f"drop {type(stmt).__name__}", Edit(a, b, "pass"), typed=typed)
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
         if not any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
-            self._drop(node)
+            # Dropping `x = ...` mostly leaves `x` unbound (a NameError); an attribute
+            # or item store that is skipped reads as a real bug.
+            self._drop(node, typed=not any(isinstance(t, ast.Name) for t in node.targets))
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self.generic_visit(node)
@@ -218,7 +286,7 @@ class _Finder(ast.NodeVisitor):
         if swap:
             e = self._gap_edit(node.target, node.value, *swap)
             if e:
-                self._add("swap_arithmetic", node, f"augmented {swap[1]}", e)
+                self._add("swap_arithmetic", node, f"augmented {swap[1]}", e, typed=_numeric(node.value))
 
     def visit_Expr(self, node: ast.Expr) -> None:
         self.generic_visit(node)
@@ -282,7 +350,8 @@ class _Finder(ast.NodeVisitor):
         if swap and not is_text:
             e = self._gap_edit(node.left, node.right, *swap)
             if e:
-                self._add("swap_arithmetic", node, f"-> {swap[1]}", e)
+                typed = _numeric(node.left) or _numeric(node.right)
+                self._add("swap_arithmetic", node, f"-> {swap[1]}", e, typed=typed)
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
@@ -311,6 +380,7 @@ class _Finder(ast.NodeVisitor):
                     "swap first two arguments",
                     Edit(a0, b0, self.pos.text(args[1])),
                     Edit(a1, b1, self.pos.text(args[0])),
+                    typed=_same_kind(args[0], args[1]) and _callee(node) not in _TYPED_SIGNATURES,
                 )
         if (
             isinstance(node.func, ast.Name)
@@ -352,9 +422,12 @@ def find_mutations(source: str, path: str = "<string>") -> list[Mutation]:
         if isinstance(stmt, ast.If) and _skipped_block(stmt):
             continue
         finder.visit(stmt)
+    at_import = import_time_names(tree)
     out = []
     seen = set()
     for m in finder.found:
+        if m.function.split(".")[-1] in at_import or m.function.split(".")[0] in at_import:
+            m = replace(m, at_import=True)
         if m.key in seen:
             continue
         seen.add(m.key)

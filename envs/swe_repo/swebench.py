@@ -300,7 +300,7 @@ class _Environments:
 def _extra_fields(inst: Instance) -> dict[str, Any]:
     """SWETask fields the `sandgym` field may set (the rest come from SWE-bench's fields)."""
     out: dict[str, Any] = {}
-    for key in ("title", "visible_tests", "timeout_s", "source", "tags"):
+    for key in ("title", "visible_tests", "timeout_s", "source", "tags", "difficulty"):
         if key in inst.extra:
             out[key] = inst.extra[key]
     if "task_version" in inst.extra:
@@ -522,6 +522,8 @@ def export_instance(task: TaskPair, base_commit: str) -> dict[str, Any]:
     if not at_source:
         extra["repo"] = src.model_dump(mode="json")
         extra["base_patch"] = visible.base_patch
+    if visible.difficulty is not None:
+        extra["difficulty"] = visible.difficulty.model_dump(mode="json")
     return {
         "repo": exported_repo(src),
         "instance_id": visible.id,

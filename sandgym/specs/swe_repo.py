@@ -102,6 +102,24 @@ class TestEnvironment(_Strict):
         return v
 
 
+IssueLevel = Literal["located", "symptom", "minimal"]
+
+
+class Difficulty(_Strict):
+    """Signals of how hard a task is, recorded by the task factory (counts
+    only: nothing here points at the fix)."""
+
+    issue_level: IssueLevel = Field(
+        description="located: names the function and failing tests; symptom: a standalone reproduction; "
+        "minimal: one sentence of symptom."
+    )
+    names_location: bool = Field(description="Whether the issue text names the file or function to fix.")
+    failing_tests: int = Field(ge=1, description="FAIL_TO_PASS tests.")
+    held_out: int = Field(ge=0, description="FAIL_TO_PASS tests the issue text neither names nor quotes.")
+    files_touched: int = Field(ge=1, description="Source files the gold patch changes.")
+    functions_touched: int = Field(ge=1, description="Functions the gold patch changes (one per injected bug).")
+
+
 class SWETask(VisibleSpec):
     """The visible half: what builds the agent's start state and prompt."""
 
@@ -120,6 +138,15 @@ class SWETask(VisibleSpec):
     timeout_s: float = Field(300, gt=0, le=3600, description="Wall time of one verification run.")
     source: str = Field("sandgym", description="Where the task comes from (factory, hand-written).")
     tags: list[str] = Field(default_factory=list)
+    difficulty: Difficulty | None = Field(None, description="Set by the task factory; absent on other tasks.")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_difficulty(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Absent rather than null, so tasks without it keep their content hash.
+        data = handler(self)
+        if data.get("difficulty") is None:
+            data.pop("difficulty", None)
+        return data
 
 
 class SWEHidden(HiddenSpec):

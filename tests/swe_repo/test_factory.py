@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,10 +187,8 @@ def test_test_requirements_come_from_metadata_groups_and_files(tmp_path):
 # -- real downloads, real sandboxes ------------------------------------------------
 
 
-def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
-    """The command as a user runs it: PyPI download, sandboxed test runs, verifier validation."""
-    out = tmp_path / "set"
-    r = subprocess.run(
+def _make_swe(out: Path, state: Path, *extra: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [
             sys.executable,
             "-m",
@@ -197,34 +197,111 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
             "make-swe",
             "--package",
             "inflection==0.5.1",
-            "--max",
-            "3",
             "--out",
             str(out),
+            "--state",
+            str(state),
+            *extra,
         ],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=timeout,
     )
+
+
+def _first_hunk(patch: str) -> str:
+    """The first file section of a patch with only its first hunk."""
+    section = "diff --git" + patch.split("diff --git")[1]
+    head, *hunks = section.split("\n@@")
+    return head + "\n@@" + hunks[0].rstrip("\n") + "\n"
+
+
+def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
+    """The command as a user runs it: PyPI download, sandboxed test runs, verifier
+    validation; hidden failing tests, issue levels, a combined bug, resumable."""
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.issues import names_any
+    from sandgym.verifiers.swe_repo.host import verify
+    from sandgym.verifiers.swe_repo.sources import pristine_tree
+
+    out, state = tmp_path / "set", tmp_path / "state"
+    args = ("--max", "3", "--combined", "0.34", "--issue-level", "located=1,symptom=1,minimal=1")
+    r = _make_swe(out, state, *args)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     ts = TaskSet.load(out)
     assert ts.meta.family == "swe_repo" and len(ts) == 3
-    from sandgym.verifiers.swe_repo.sources import pristine_tree
-
+    assert len({t.visible.base_patch for t in ts.tasks}) == 3  # no two tasks with the same diff
+    combined = [t for t in ts.tasks if "combined" in t.visible.tags]
+    assert len(combined) == 1 and combined[0].visible.difficulty.functions_touched >= 2
     for t in ts.tasks:
         v, h = t.visible, t.hidden
-        assert t.id.startswith("inflection-0.5.1/mut-")
+        d = v.difficulty
+        assert t.id.startswith("inflection-0.5.1/")
         assert v.repo.kind == "pypi" and len(v.repo.sdist_sha256) == 64
         assert h.FAIL_TO_PASS and not set(h.FAIL_TO_PASS) & set(h.PASS_TO_PASS)
-        for line in changed_lines(v.base_patch):
+        assert d.failing_tests == len(h.FAIL_TO_PASS) and d.held_out >= 1 and f"issue:{d.issue_level}" in v.tags
+        assert d.names_location == (d.issue_level == "located")
+        for line in changed_lines(h.patch):
             assert line not in v.problem_statement
-        tree = pristine_tree(v.repo, tmp_path / t.id.replace("/", "_"))
+        if d.issue_level != "located":
+            hidden_names = sorted(
+                {target_of(x).name for x in h.FAIL_TO_PASS} | {x.split("::")[0] for x in h.FAIL_TO_PASS}
+            )
+            assert not names_any(v.title + v.problem_statement, hidden_names)
+        pristine = pristine_tree(v.repo, tmp_path / "pristine" / t.id.replace("/", "_"))
+        tree = tmp_path / "start" / t.id.replace("/", "_")
+        shutil.copytree(pristine, tree)
         make_repo(tree)
-        subprocess.run(["git", "apply", "--check", "-"], input=v.base_patch.encode(), cwd=tree, check=True)
         subprocess.run(["git", "apply", "-"], input=v.base_patch.encode(), cwd=tree, check=True)
-        subprocess.run(["git", "apply", "--check", "-"], input=h.patch.encode(), cwd=tree, check=True)
+        # The failing tests are not in the agent's start state...
+        for test_id in h.FAIL_TO_PASS:
+            target = target_of(test_id)
+            assert f"def {target.name}(" not in (tree / target.path).read_text(), test_id
+        # ... the test patch brings them back, and gold + test patch give the pristine tree.
+        subprocess.run(["git", "apply", "-"], input=(h.patch + h.test_patch).encode(), cwd=tree, check=True)
+        diff = subprocess.run(["diff", "-r", "-x", ".git", str(pristine), str(tree)], capture_output=True, text=True)
+        assert diff.returncode == 0, diff.stdout[-2000:]
+    # Fixing one bug of the combined task is not enough.
+    task = combined[0]
+    partial = verify(task, _first_hunk(task.hidden.patch), runtime)
+    assert partial.status in ("PARTIAL", "NO"), (partial.status, partial.detail)
     # Task specs hold references and patches, not the package's source.
     assert sum(f.stat().st_size for f in out.rglob("*.yaml")) < 200_000
+    # Run again: the journal says the package is done; nothing is evaluated again.
+    journals = {p: p.read_text() for p in state.glob("*.jsonl")}
+    again = _make_swe(out, state, *args)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {p: p.read_text() for p in state.glob("*.jsonl")} == journals
+    assert TaskSet.load(out).hash == ts.hash
+
+
+@pytest.mark.slow
+def test_make_swe_resumes_after_a_kill(tmp_path):
+    """A run killed after its first evaluated mutant goes on where it stopped."""
+    import os
+    import signal
+    import time
+
+    out, state = tmp_path / "set", tmp_path / "state"
+    cmd = [sys.executable, "-m", "sandgym.cli", "tasks", "make-swe", "--package", "inflection==0.5.1"]
+    cmd += ["--out", str(out), "--state", str(state), "--max", "3", "-j", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    journal = state / "inflection-0.5.1.jsonl"
+    try:
+        deadline = time.monotonic() + 900
+        while not (journal.exists() and journal.read_text().count("\n") >= 1) and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    first = [json.loads(x)["key"] for x in journal.read_text().splitlines() if x.strip()]
+    assert first and not (out / "taskset.yaml").exists()
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert r.returncode == 0, r.stderr[-3000:]
+    keys = [json.loads(x).get("key") for x in journal.read_text().splitlines() if x.strip()]
+    assert keys[: len(first)] == first and len(keys) == len(set(keys))  # nothing evaluated twice
+    assert len(TaskSet.load(out)) == 3
 
 
 def _shipped():
@@ -272,3 +349,224 @@ def test_shipped_sample_gold_full_empty_no(task, runtime):
 @pytest.mark.parametrize("task", _shipped_tasks(), ids=lambda t: t.id)
 def test_every_shipped_task_revalidates(task, runtime):
     _check_gold_and_empty(task, runtime)
+
+
+# -- factory v2: waste, hidden tests, issue levels, combined bugs ---------------------
+
+
+def test_unstable_ids_are_not_flaky():
+    from sandgym.envs.swe_repo.factory import stable_passing
+
+    a = {"tests/test_a.py::t[x0]": "passed", "tests/test_a.py::t[y]": "passed", "tests/test_a.py::u": "passed"}
+    b = {"tests/test_a.py::t[x1]": "passed", "tests/test_a.py::t[y]": "passed", "tests/test_a.py::u": "failed"}
+    a["tests/test_a.py::v"] = b["tests/test_a.py::v"] = "passed"
+    usable, flaky, unstable = stable_passing(a, b)
+    assert usable == ["tests/test_a.py::v"]
+    assert flaky == {"tests/test_a.py::u"}
+    # Ids that moved, and the cases of the same function whose ids happened to match.
+    assert unstable == {"tests/test_a.py::t[x0]", "tests/test_a.py::t[x1]", "tests/test_a.py::t[y]"}
+
+
+def test_typed_and_import_time_mutations_are_told_apart():
+    source = """\
+import re
+
+
+def helper(x):
+    return x + 1
+
+
+TABLE = helper(1)
+
+
+def join(a, b, name):
+    if isinstance(a, str):
+        return a + name
+    return a + 2, re.sub(a, b, name)
+"""
+    muts = find_mutations(source, "m.py")
+    at_import = {m.function for m in muts if m.at_import}
+    assert at_import == {"helper"}  # called while the module is imported
+    swaps = [m for m in muts if m.function == "join" and m.operator == "swap_arguments"]
+    assert {m.typed for m in swaps if "isinstance" in m.apply(source).splitlines()[m.lineno - 1]} == {False}
+    plus_two = [m for m in muts if m.operator == "swap_arithmetic" and "a - 2" in m.apply(source)]
+    assert plus_two and all(m.typed for m in plus_two)  # a number literal: stays a number
+    plus_name = [m for m in muts if m.operator == "swap_arithmetic" and "a - name" in m.apply(source)]
+    assert plus_name and not any(m.typed for m in plus_name)  # str + str -> str - str: a TypeError
+    assert not any(m.typed for m in muts if m.operator == "return_none")
+    from sandgym.envs.swe_repo.factory import order_candidates
+
+    ordered = order_candidates(muts, 0)
+    ranks = [0 if m.typed and not m.at_import else 1 if not m.at_import else 2 for m in ordered]
+    assert ranks == sorted(ranks)
+
+
+TEST_FILE = """\
+import pytest
+
+from pkg import double
+
+CASES = [(1, 2), (2, 4)]
+
+
+@pytest.mark.parametrize(("x", "y"), CASES)
+def test_double(x, y):
+    assert double(x) == y
+
+
+def test_zero():
+    assert double(0) == 0
+
+
+class TestMore:
+    def test_neg(self):
+        assert double(-1) == -2
+
+
+def test_last():
+    assert double(3) == 6
+"""
+
+
+def test_hiding_takes_out_whole_definitions_and_keeps_a_module():
+    from sandgym.envs.swe_repo.hiding import Unhideable, hide_tests, targets_by_file
+
+    ids = ["tests/test_d.py::test_double[1-2]", "tests/test_d.py::TestMore::test_neg"]
+    text = hide_tests(TEST_FILE, targets_by_file(ids)["tests/test_d.py"])
+    ast.parse(text)
+    assert "def test_double" not in text and "parametrize" not in text and "def test_neg" not in text
+    assert "class TestMore:\n    pass" in text  # an emptied class still parses
+    assert "def test_zero" in text and "def test_last" in text
+    with pytest.raises(Unhideable):
+        hide_tests(TEST_FILE, targets_by_file(["tests/test_d.py::test_inherited"])["tests/test_d.py"])
+
+
+def test_symptom_reproduction_from_a_parametrized_failure():
+    from sandgym.envs.swe_repo.issues import names_any, reproduction, write_minimal, write_symptom
+
+    detail = (
+        "tests/test_d.py:10: in test_double\n    assert double(x) == y\n"
+        "pkg/core.py:3: in double\n    return x * 3\nE   assert 3 == 2\nE    +  where 3 = double(1)\n"
+    )
+    r = reproduction("tests/test_d.py::test_double[1-2]", detail, TEST_FILE)
+    assert r is not None
+    assert (r.call, r.expected, r.actual, r.imports) == ("double(1)", "2", "3", ("from pkg import double",))
+    title, text = write_symptom("pkg", "1.0", [r])
+    assert "double(1)" in text and "`3`" in text and "`2`" in text
+    _, minimal = write_minimal("pkg", "1.0", [r])
+    assert minimal.count("\n") == 1 and "`1`" in minimal and "double" not in minimal
+    for t in (title, text, minimal):
+        assert not names_any(t, ["test_double", "tests/test_d.py", "pkg/core.py"])
+        assert "return x * 3" not in t  # never the library's own lines
+    # A failing line that needs a local of the test is no standalone reproduction.
+    local = "tests/test_d.py:20: in test_zero\n    assert double(z) == 0\nE   assert 1 == 0\n"
+    assert reproduction("tests/test_d.py::test_zero", local, TEST_FILE) is None
+    # An exception is reported as such.
+    raised = "tests/test_d.py:14: in test_zero\n    assert double(0) == 0\nE   TypeError: bad operand\n"
+    r2 = reproduction("tests/test_d.py::test_zero", raised, TEST_FILE)
+    assert r2 is not None and r2.error == "TypeError: bad operand" and r2.expected == "0"
+    # Inside `with pytest.raises(ValueError)`: another error, and the one expected.
+    source = TEST_FILE + "\n\ndef test_bad():\n    with pytest.raises(ValueError):\n        double('x')\n"
+    line = source.splitlines().index("        double('x')") + 1
+    wrong = f"tests/test_d.py:{line}: in test_bad\n    double('x')\nE   KeyError: 'x'\n"
+    r3 = reproduction("tests/test_d.py::test_bad", wrong, source)
+    assert r3 is not None and r3.expected == "ValueError to be raised"
+    assert "I expected `ValueError` to be raised" in write_symptom("pkg", "1.0", [r3])[1]
+    assert "raises KeyError instead of `ValueError`" in write_minimal("pkg", "1.0", [r3])[1]
+
+
+# -- the shipped pypi-v2 set ------------------------------------------------------------
+
+SHIPPED_V2 = SHIPPED.parent / "pypi-v2"
+V2_MIN_TASKS, V2_MIN_PACKAGES = 90, 10  # what the shipped set reaches (docs/families/swe_repo.md)
+
+
+def _v2_tasks():
+    return TaskSet.load(SHIPPED_V2).tasks if (SHIPPED_V2 / "taskset.yaml").exists() else []
+
+
+def test_v2_set_hides_its_tests_and_records_difficulty():
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.issues import names_any
+
+    ts = TaskSet.load(SHIPPED_V2)
+    packages = {t.visible.repo.name for t in ts.tasks}
+    assert len(ts) >= V2_MIN_TASKS and len(packages) >= V2_MIN_PACKAGES, (len(ts), len(packages))
+    levels = {t.visible.difficulty.issue_level for t in ts.tasks}
+    assert levels == {"located", "symptom", "minimal"}
+    assert any("combined" in t.visible.tags for t in ts.tasks)
+    assert len({t.visible.base_patch for t in ts.tasks}) == len(ts)  # no two tasks with the same diff
+    for t in ts.tasks:
+        v, h = t.visible, t.hidden
+        assert v.source == "sandgym.swe_factory/2" and h.test_patch
+        d = v.difficulty
+        assert d.failing_tests == len(h.FAIL_TO_PASS) and 1 <= d.held_out < d.failing_tests
+        removed = {line[1:].strip() for line in v.base_patch.splitlines() if line.startswith("-def ")}
+        for test_id in h.FAIL_TO_PASS:  # every failing test's definition is out of the start state
+            assert any(line.startswith(f"def {target_of(test_id).name}(") for line in removed) or (
+                f"def {target_of(test_id).name}(" in v.base_patch
+            ), (t.id, test_id)
+        for line in changed_lines(h.patch):
+            assert line not in v.problem_statement, t.id
+        if d.issue_level != "located":
+            names = {target_of(x).name for x in h.FAIL_TO_PASS} | {target_of(x).path for x in h.FAIL_TO_PASS}
+            assert not names_any(v.title + v.problem_statement, sorted(names)), t.id
+    # Small specs: references and patches, no package source.
+    size = sum(f.stat().st_size for f in SHIPPED_V2.rglob("*.yaml"))
+    # The hidden tests' code is in the spec twice (taken out by base_patch, put back by test_patch).
+    assert size / len(ts) < 20_000, size / len(ts)
+
+
+def _v2_one_per_package():
+    seen, out = set(), []
+    for t in _v2_tasks():
+        key = (t.visible.repo.name, "combined" in t.visible.tags)
+        if key not in seen:
+            seen.add(key)
+            out.append(t)
+    return out
+
+
+@pytest.mark.parametrize("task", _v2_one_per_package(), ids=lambda t: t.id)
+def test_v2_sample_gold_full_empty_no(task, runtime):
+    _check_gold_and_empty(task, runtime)
+
+
+def test_v2_tasks_export_in_swebench_format(tmp_path):
+    """A v2 task exports with its test patch and a start commit without the hidden tests."""
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.swebench import export_swebench, import_swebench
+    from sandgym.specs import TaskSetMeta
+    from sandgym.verifiers.swe_repo.checkout import start_state
+
+    tasks = _v2_tasks()
+    picked = [
+        next(t for t in tasks if "combined" in t.visible.tags),
+        next(t for t in tasks if "combined" not in t.visible.tags),
+    ]
+    subset = TaskSet(TaskSetMeta(name="v2-pick", family="swe_repo"), picked)
+    out, repos = tmp_path / "v2.jsonl", tmp_path / "repos"
+    rows = export_swebench(subset, out, repos)
+    for task, row in zip(subset.tasks, rows, strict=True):
+        assert row["base_commit"] == start_state(task.visible).base_commit
+        assert (
+            row["test_patch"] == task.hidden.test_patch and json.loads(row["FAIL_TO_PASS"]) == task.hidden.FAIL_TO_PASS
+        )
+        clone = tmp_path / "clones" / task.id.replace("/", "_")
+        bare = repos / (row["repo"].replace("/", "__") + ".git")
+        cloned = subprocess.run(["git", "clone", "-q", f"file://{bare}", str(clone)], capture_output=True, text=True)
+        assert cloned.returncode == 0, cloned.stderr
+        subprocess.run(["git", "checkout", "-q", row["base_commit"]], cwd=clone, check=True)
+        for test_id in task.hidden.FAIL_TO_PASS:
+            target = target_of(test_id)
+            assert f"def {target.name}(" not in (clone / target.path).read_text()
+        for patch in (row["patch"], row["test_patch"]):
+            subprocess.run(["git", "apply", "-"], input=patch.encode(), cwd=clone, check=True)
+    again, _ = import_swebench(out, tmp_path / "again", None, validate=False, log=lambda m: None)
+    for a, b in zip(again.tasks, subset.tasks, strict=True):
+        assert (a.visible.base_patch, a.hidden.patch, a.hidden.test_patch) == (
+            b.visible.base_patch,
+            b.hidden.patch,
+            b.hidden.test_patch,
+        )
+        assert (a.hidden.FAIL_TO_PASS, a.hidden.PASS_TO_PASS) == (b.hidden.FAIL_TO_PASS, b.hidden.PASS_TO_PASS)

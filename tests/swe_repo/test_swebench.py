@@ -390,7 +390,9 @@ def test_pypi_tasks_export_with_real_base_commits(tmp_path, runtime):
     """pypi-v1 tasks carry a base patch on a pristine sdist: export writes their
     start states as commits, which a SWE-bench-style harness checks out and patches."""
     full = TaskSet.load("swe_repo/pypi-v1")
-    picked = [full.get("inflection-0.5.1/mut-0000"), full.get("toolz-1.2.0/mut-0001")]
+    # and a pypi-v2 task: its difficulty record goes out and comes back too.
+    v2 = next(t for t in TaskSet.load("swe_repo/pypi-v2").tasks if t.visible.difficulty is not None)
+    picked = [full.get("inflection-0.5.1/mut-0000"), full.get("toolz-1.2.0/mut-0001"), v2]
     subset = TaskSet(TaskSetMeta(name="pypi-pick", family="swe_repo"), picked)
     out, repos = tmp_path / "pypi.jsonl", tmp_path / "repos"
     with pytest.raises(ValueError, match="--repos-out"):

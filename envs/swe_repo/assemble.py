@@ -1,0 +1,255 @@
+"""One factory task from a mutant and its failing tests.
+
+The start state is the pristine tree with the bug(s) injected and the
+failing tests' definitions taken out of their test files; the gold `patch`
+undoes the bug, the `test_patch` puts the tests back (the verifier applies
+it after the agent's diff). The issue text is written at the task's level
+from one failing test per injected bug (the "shown" tests); the other
+failing tests are held out: never named, never quoted, so an answer that
+special-cases the shown inputs fails them. Checks that drop a task: a test
+that cannot be hidden, no held-out failing test, a changed source line
+quoted in the text, a hidden test or file named in a symptom text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandgym.envs.swe_repo.hiding import Target, Unhideable, hide_tests, target_of, targets_by_file
+from sandgym.envs.swe_repo.issues import (
+    Repro,
+    changed_lines,
+    names_any,
+    reproduction,
+    write_issue,
+    write_minimal,
+    write_symptom,
+)
+from sandgym.envs.swe_repo.mutations import Mutation
+from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
+
+# Long parametrized tables make long test lists: each list keeps a seeded
+# sample of at most this many ids (the shown tests always), so specs stay small.
+LIST_CAP = 40
+
+
+class Dropped(Exception):
+    """The candidate cannot make a task; `kind` names the waste bucket."""
+
+    def __init__(self, kind: str, detail: str = ""):
+        super().__init__(detail or kind)
+        self.kind = kind
+        self.detail = detail
+
+
+@dataclass
+class Package:
+    """What assembly needs to know about the package."""
+
+    name: str
+    version: str
+    source: RepoSource
+    environment: TestEnvironment
+    tree: Path  # the pristine tree (a git repository)
+    repo: object  # git.Repo of `tree`
+    usable: list[str]
+    suite_s: float
+    factory_source: str
+    collect_errors: frozenset[str] = frozenset()  # modules that fail to import in the pristine tree too
+
+
+def apply_all(text: str, mutations: list[Mutation]) -> str:
+    """Every mutation's edits on one file's text (they do not overlap: other functions)."""
+    edits = sorted((e for m in mutations for e in m.edits), key=lambda e: e.start, reverse=True)
+    for e in edits:
+        text = text[: e.start] + e.text + text[e.end :]
+    return text
+
+
+def mutated_files(texts: dict[str, str], mutations: list[Mutation]) -> dict[str, str]:
+    """{path: mutant text} of the files the mutations edit, from their `texts`."""
+    by_path: dict[str, list[Mutation]] = {}
+    for m in mutations:
+        by_path.setdefault(m.path, []).append(m)
+    return {p: apply_all(texts[p], ms) for p, ms in by_path.items()}
+
+
+def read_texts(tree: Path, paths: set[str]) -> dict[str, str]:
+    return {p: (tree / p).read_text(encoding="utf-8") for p in sorted(paths)}
+
+
+def diffs(repo, new_texts: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """({path: pristine -> new}, {path: new -> pristine}) as git writes them;
+    the files are restored afterwards."""
+    root = Path(repo.working_tree_dir)
+    originals = {p: (root / p).read_bytes() for p in new_texts}
+    forward, backward = {}, {}
+    try:
+        for p, text in new_texts.items():
+            (root / p).write_text(text, encoding="utf-8")
+        for p in new_texts:
+            forward[p] = repo.git.diff("--no-color", "--no-ext-diff", "--", p) + "\n"
+            backward[p] = repo.git.diff("--no-color", "--no-ext-diff", "-R", "--", p) + "\n"
+    finally:
+        for p, raw in originals.items():
+            (root / p).write_bytes(raw)
+    return forward, backward
+
+
+def diff_key(base_patch_source: str) -> str:
+    """Two tasks with the same injected change are one task."""
+    return hashlib.sha256(base_patch_source.encode()).hexdigest()[:16]
+
+
+def _sample(rng: random.Random, items: list[str], k: int) -> list[str]:
+    return list(items) if len(items) <= k else rng.sample(items, max(0, k))
+
+
+def choose_level(levels: dict[str, float], task_id: str, seed: int) -> IssueLevel:
+    """The task's issue-text level: one level, or a seeded draw by weight."""
+    names = sorted(levels)
+    if len(names) == 1:
+        return names[0]  # type: ignore[return-value]
+    rng = random.Random(f"{seed}:{task_id}")
+    return rng.choices(names, weights=[levels[n] for n in names])[0]  # type: ignore[return-value]
+
+
+def _shown_tests(
+    mutations: list[Mutation], f2p: list[str], alone: list[set[str]], details: dict[str, str], sources: dict[str, str]
+) -> tuple[list[str], list[Repro | None]]:
+    """One failing test per mutation (one that fails with that mutation alone),
+    preferring a test that gives a standalone reproduction."""
+    shown: list[str] = []
+    repros: list[Repro | None] = []
+    for fails in alone:
+        options = [t for t in f2p if t in fails and t not in shown]
+        if not options:
+            raise Dropped("invalid", "a mutation fails no test of the combination")
+        best, best_repro = options[0], None
+        for t in options[:60]:
+            r = reproduction(t, details.get(t, ""), sources[t.split("::")[0]])
+            if r is not None:
+                best, best_repro = t, r
+                break
+        shown.append(best)
+        repros.append(best_repro)
+    return shown, repros
+
+
+def assemble(
+    pkg: Package,
+    task_id: str,
+    mutations: list[Mutation],
+    f2p: list[str],
+    alone: list[set[str]],
+    details: dict[str, str],
+    level: IssueLevel,
+    repo_lock: threading.Lock,
+    timeout_s: float,
+    min_held_out: int = 1,
+) -> tuple[SWETaskPair, str]:
+    """(the task, its diff key). Raises Dropped."""
+    # 1. hide every failing test's definition (whole parametrized functions).
+    by_file = targets_by_file(f2p)
+    hidden_targets: set[Target] = {t for ts in by_file.values() for t in ts}
+    with repo_lock:  # another thread may have a file of the pristine tree changed for a diff
+        try:
+            pristine = read_texts(pkg.tree, set(by_file) | {m.path for m in mutations})
+        except (OSError, UnicodeDecodeError) as e:
+            raise Dropped("unhideable", str(e)[:200]) from None
+    test_texts: dict[str, str] = {}
+    for path, targets in by_file.items():
+        try:
+            test_texts[path] = hide_tests(pristine[path], targets)
+        except (Unhideable, SyntaxError, UnicodeDecodeError) as e:
+            raise Dropped("unhideable", str(e)[:200]) from None
+    failing = set(f2p)
+    hidden_pass = [t for t in pkg.usable if t not in failing and target_of(t) in hidden_targets]
+    neighbours = [t for t in pkg.usable if t.split("::")[0] in by_file and t not in failing and t not in hidden_pass]
+    rng = random.Random(task_id)
+    p2p = sorted(_sample(rng, hidden_pass, LIST_CAP // 2) + _sample(rng, neighbours, LIST_CAP // 2))
+    # 2. patches: base (pristine -> start), gold (start -> pristine source), test patch.
+    sources = mutated_files(pristine, mutations)
+    with repo_lock:
+        forward, backward = diffs(pkg.repo, {**sources, **test_texts})
+    src_paths, test_paths = sorted(sources), sorted(test_texts)
+    base_patch = "".join(forward[p] for p in sorted(forward))
+    gold = "".join(backward[p] for p in src_paths)
+    test_patch = "".join(backward[p] for p in test_paths)
+    key = diff_key("".join(forward[p] for p in src_paths))
+    # 3. the issue text, from one shown test per mutation; the rest held out.
+    shown, repros = _shown_tests(mutations, f2p, alone, details, pristine)
+    listed = sorted(shown + _sample(rng, [t for t in f2p if t not in shown], LIST_CAP - len(shown)))
+    held_out = [t for t in listed if t not in shown]
+    if len(held_out) < min_held_out:
+        raise Dropped("no_held_out", f"{len(f2p)} failing test(s), none left to hold out")
+    if level != "located" and any(r is None for r in repros):
+        level = "located"  # no standalone reproduction: the text says where instead
+    if level == "located":
+        m0 = mutations[0]
+        module = m0.path[:-3].replace("/", ".")
+        if pkg.environment.import_root != ".":
+            module = module[len(pkg.environment.import_root.rstrip("/")) + 1 :]
+        module = module.removesuffix(".__init__")
+        where = ", ".join(f"`{m.function}` in `{m.path}`" for m in mutations)
+        title, issue = write_issue(
+            pkg.name,
+            pkg.version,
+            f"{module}.{m0.function}",
+            m0.path,
+            shown,
+            details,
+            "".join(forward[p] for p in src_paths),
+            lambda p: p in by_file or p.startswith(("tests/", "test/")),
+            total=len(listed),
+            hidden=True,
+        )
+        if len(mutations) > 1:
+            issue = issue.replace(
+                "no longer behaves as its tests expect.", f"no longer behaves as its tests expect (see {where})."
+            )
+        issue += f"\nThe other {len(held_out)} failing tests are not listed here; a fix has to cover them as well.\n"
+    elif level == "symptom":
+        title, issue = write_symptom(pkg.name, pkg.version, [r for r in repros if r is not None])
+    else:
+        title, issue = write_minimal(pkg.name, pkg.version, [r for r in repros if r is not None])
+    # 4. checks on the text.
+    text = f"{title}\n{issue}"
+    secrets = changed_lines("".join(forward[p] for p in src_paths))
+    if any(s in text for s in secrets if s not in ("pass", "continue", "break", "return", "else:")):
+        raise Dropped("quoted", "the issue text quotes a changed line")
+    if level != "located":
+        named = names_any(text, sorted({target_of(t).name for t in f2p} | set(src_paths) | set(test_paths)))
+        if named:
+            raise Dropped("quoted", f"the {level} text names {named[:3]}")
+    functions = {f"{m.path}:{m.function}" for m in mutations}
+    difficulty = Difficulty(
+        issue_level=level,
+        names_location=level == "located",
+        failing_tests=len(listed),
+        held_out=len(held_out),
+        files_touched=len(src_paths),
+        functions_touched=len(functions),
+    )
+    ops = sorted({m.operator for m in mutations})
+    task = SWETaskPair(
+        visible=SWETask(
+            id=task_id,
+            title=title,
+            problem_statement=issue,
+            repo=pkg.source,
+            environment=pkg.environment,
+            base_patch=base_patch,
+            visible_tests=sorted(by_file),
+            timeout_s=timeout_s,
+            source=pkg.factory_source,
+            tags=["mutation", *ops, pkg.name, f"issue:{level}", *(["combined"] if len(mutations) > 1 else [])],
+            difficulty=difficulty,
+        ),
+        hidden=SWEHidden(id=task_id, patch=gold, test_patch=test_patch, FAIL_TO_PASS=listed, PASS_TO_PASS=p2p),
+    )
+    return task, key
