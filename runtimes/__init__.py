@@ -12,10 +12,10 @@ from .base import (
     SandboxSpec,
 )
 
-# Runtime names the CLI and envs accept; `kubernetes` is named so that an
-# error can say it will come.
-RUNTIME_NAMES = ("local", "docker", "docker:runsc", "docker:kata")
-PLANNED_RUNTIMES = ("kubernetes",)
+# Runtime names the CLI and envs accept.
+RUNTIME_NAMES = ("local", "docker", "docker:runsc", "docker:kata", "k8s", "k8s:gvisor", "k8s:kata")
+# k8s:NAME -> the isolation its RuntimeClass gives.
+K8S_ISOLATION = {"runc": "runc", "gvisor": "runsc", "kata": "kata"}
 
 
 def get_runtime(name: str) -> Runtime:
@@ -38,10 +38,13 @@ def get_runtime(name: str) -> Runtime:
         from .jail import JailRuntime
 
         return JailRuntime()
-    if name in PLANNED_RUNTIMES:
-        raise RuntimeUnavailable(
-            f"runtime {name!r} is not part of this version of sandgym yet; available: {', '.join(RUNTIME_NAMES)}"
-        )
+    if name == "k8s" or name.startswith("k8s:"):
+        from .k8s import KubernetesRuntime
+
+        kind = name.split(":", 1)[1] if ":" in name else "runc"
+        if kind not in K8S_ISOLATION:
+            raise ValueError(f"unknown runtime {name!r}; choices: {', '.join(RUNTIME_NAMES)}")
+        return KubernetesRuntime(K8S_ISOLATION[kind])
     raise ValueError(f"unknown runtime {name!r}; choices: {', '.join(RUNTIME_NAMES)}")
 
 

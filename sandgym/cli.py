@@ -144,7 +144,9 @@ def eval_cmd(
     ),
     policy: str = typer.Option("oracle", "--policy", help="oracle | null | replay:FILE | openai:MODEL@BASE_URL"),
     runtime: str = typer.Option(
-        "local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"
+        "local",
+        "--runtime",
+        help="Sandbox backend: local | docker | docker:runsc | docker:kata | k8s | k8s:gvisor | k8s:kata",
     ),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
     out: Path | None = typer.Option(
@@ -449,7 +451,9 @@ def serve_cmd(
         None, "--env-option", "-o", help="KEY=VALUE passed to the env (repeatable; VALUE is read as YAML)."
     ),
     runtime: str = typer.Option(
-        "local", "--runtime", help="Sandbox backend: local | docker | docker:runsc | docker:kata"
+        "local",
+        "--runtime",
+        help="Sandbox backend: local | docker | docker:runsc | docker:kata | k8s | k8s:gvisor | k8s:kata",
     ),
     log_level: str = typer.Option("info", "--log-level", help="uvicorn log level."),
 ):
@@ -648,9 +652,9 @@ def gc_cmd(
     whose owner is gone, temporary folders named after a process that is
     gone (browser sandboxes, database snapshots, staging copies
     half-written), and (when the Docker Engine is there) sandbox containers
-    whose owner died or whose expiry passed.
+    whose owner died or whose expiry passed; likewise sandbox pods on the
+    Kubernetes cluster KUBECONFIG names (namespace: SANDGYM_K8S_NAMESPACE).
     """
-    from .runtimes import RuntimeUnavailable
     from .runtimes.browser import reap_orphans
     from .runtimes.local import reap_sandboxes, reap_tempdirs
 
@@ -665,7 +669,14 @@ def gc_cmd(
         soft_wrap=True,
     )
     if owner is not None:
-        return  # containers carry their owner too, but `docker` reaps by liveness only
+        return  # containers and pods carry their owner too, but are reaped by liveness only
+    _gc_docker(all_)
+    _gc_k8s(all_)
+
+
+def _gc_docker(all_: bool) -> None:
+    from .runtimes import RuntimeUnavailable
+
     try:
         from .runtimes.docker import reap
     except ImportError as e:
@@ -682,6 +693,22 @@ def gc_cmd(
             if attempt == 2:
                 fail(f"docker: could not list sandgym's containers ({' '.join(str(e).split())[:300]}); try again")
     console.print(f"removed {len(removed)} sandbox container(s)" + (f": {', '.join(removed)}" if removed else ""))
+
+
+def _gc_k8s(all_: bool) -> None:
+    """Pods, when a cluster is configured (a kubeconfig, or inside a pod)."""
+    configured = os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST")
+    if not configured and not Path("~/.kube/config").expanduser().exists():
+        return
+    from .runtimes import RuntimeUnavailable
+    from .runtimes.k8s import reap as reap_pods
+
+    try:
+        pods = reap_pods(include_live_owners=all_)
+    except RuntimeUnavailable as e:
+        console.print(f"k8s: skipped ({' '.join(str(e).split())[:200]})", highlight=False, soft_wrap=True)
+        return
+    console.print(f"removed {len(pods)} sandbox pod(s)" + (f": {', '.join(pods)}" if pods else ""))
 
 
 @tasks_import_app.command("humaneval")
@@ -1005,22 +1032,39 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
 
 @tasks_app.command("make-swe")
 def make_swe_cmd(
-    package: str = typer.Option(
-        ..., "--package", help="A PyPI release: NAME==VERSION (pure Python, tests in the sdist)."
+    package: list[str] = typer.Option(
+        [], "--package", help="A PyPI release: NAME==VERSION (pure Python, tests in the sdist); repeat for more."
     ),
+    packages: Path | None = typer.Option(None, "--packages", help="A file of NAME==VERSION lines (# comments)."),
     out: Path = typer.Option(..., "--out", help="Task-set folder to write or extend (family swe_repo)."),
-    max_tasks: int = typer.Option(20, "--max", min=1, help="Validated tasks to make at most."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the mutation order."),
-    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Mutants evaluated at once."),
+    max_tasks: int = typer.Option(20, "--max", min=1, help="Validated tasks to make at most, per package."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the mutation order and the issue levels."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Mutants evaluated at once, spread over packages."),
+    issue_level: str = typer.Option(
+        "located", "--issue-level", help="located, symptom or minimal, or weights: located=1,symptom=2,minimal=1."
+    ),
+    combined: float = typer.Option(
+        0.0, "--combined", min=0.0, max=1.0, help="Share of tasks with two or three bugs in different functions."
+    ),
+    state: Path | None = typer.Option(
+        None, "--state", help="Folder of the per-package journals (default: in the cache, keyed by --out)."
+    ),
     runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs and validation."),
 ):
-    """Make SWE tasks from a PyPI package by injecting bugs (AST mutations), each validated by the verifier."""
-    from sandgym.envs.swe_repo.factory import FactoryError, make_swe, write_task_set
-    from sandgym.verifiers.swe_repo.sources import RepoError
+    """Make SWE tasks from PyPI packages by injecting bugs (AST mutations), each validated by the verifier.
+    Resumable: run the same command again after a kill and it goes on where it stopped."""
+    from sandgym.envs.swe_repo.batch import make_many, parse_levels, read_packages
+    from sandgym.envs.swe_repo.factory import FactoryError
 
     from .runtimes import RuntimeUnavailable, get_runtime
-    from .specs import TaskSpecError
 
+    wanted = list(package) + (read_packages(packages) if packages else [])
+    if not wanted:
+        fail("name at least one --package NAME==VERSION (or --packages FILE)")
+    try:
+        levels = parse_levels(issue_level)
+    except FactoryError as e:
+        fail(str(e))
     try:
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
@@ -1034,29 +1078,36 @@ def make_swe_cmd(
             console=err_console,
             disable=not sys.stderr.isatty(),
         ) as progress:
-            bar = progress.add_task(package, total=max_tasks)
+            bars: dict[str, TaskID] = {}
 
-            def on_progress(phase: str, done: int, total: int) -> None:
-                progress.update(bar, description=f"{package} · {phase}", completed=done, total=total)
+            def on_progress(pkg: str, phase: str, done: int, total: int) -> None:
+                if pkg not in bars:
+                    bars[pkg] = progress.add_task(pkg, total=total)
+                progress.update(bars[pkg], description=f"{pkg} · {phase}", completed=done, total=total)
 
-            tasks, stats = make_swe(
-                package,
+            results = make_many(
+                wanted,
+                out,
                 max_tasks,
                 seed,
                 rt,
                 jobs=jobs,
-                progress=on_progress,
+                levels=levels,
+                combined_share=combined,
+                state=state,
                 log=lambda m: progress.console.print(m, highlight=False),
+                progress=on_progress,
             )
-        if not tasks:
-            fail(f"{package}: no mutant survived validation ({stats.line()})")
-        ts = write_task_set(tasks, out)
-    except (FactoryError, RepoError, TaskSpecError) as e:
+    except FactoryError as e:
         fail(str(e))
     finally:
         rt.close()
-    console.print(stats.line(), highlight=False)
-    console.print(f"wrote {len(tasks)} tasks to {out} ({len(ts)} in the set, task set {ts.hash})")
+    made = sum(r.tasks for r in results)
+    for r in results:
+        console.print(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}", highlight=False)
+    if not made:
+        fail("no task survived validation")
+    console.print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {out}")
 
 
 @tasks_app.command("schema")

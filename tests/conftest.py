@@ -32,3 +32,34 @@ def bwrap_runtime():
     rt = LocalRuntime(zygote=False)
     yield rt
     rt.close()
+
+
+K8S_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "k8s-cluster.sh")
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster():
+    """The real single-node test cluster (scripts/k8s-cluster.sh), started
+    for the tests that need it and stopped after them if they started it."""
+    import subprocess
+
+    from sandgym.runtimes.k8s import NODE_ENV
+
+    state = os.environ.get("SANDGYM_K8S_STATE", "/var/lib/sandgym-k8s")
+    kubeconfig = os.path.join(state, "admin.kubeconfig")
+    status = subprocess.run(["bash", K8S_SCRIPT, "status"], capture_output=True, text=True)
+    started = "kube-apiserver: running" not in status.stdout
+    if started:
+        up = subprocess.run(["bash", K8S_SCRIPT, "up"], capture_output=True, text=True)
+        assert up.returncode == 0, f"scripts/k8s-cluster.sh up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
+    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", NODE_ENV)}
+    os.environ["KUBECONFIG"] = kubeconfig
+    os.environ[NODE_ENV] = "sandgym-node"
+    yield kubeconfig
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    if started:
+        subprocess.run(["bash", K8S_SCRIPT, "down"], capture_output=True, text=True)

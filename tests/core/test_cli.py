@@ -242,7 +242,7 @@ def test_eval_replay_that_stops_before_submitting(task_dir, tmp_path):
         (["--env", "sandgym/Nope-v0"], ["unknown env id", "sandgym/Nope-v0", "sandgym/CodeFunction-v0"]),
         (["--policy", "gpt"], ["unknown policy", "'gpt'", "oracle", "null", "replay:FILE"]),
         (["--runtime", "nope"], ["unknown runtime", "'nope'", "local"]),
-        (["--runtime", "kubernetes"], ["kubernetes", "available: local"]),
+        (["--runtime", "kubernetes"], ["unknown runtime", "'kubernetes'", "k8s:gvisor"]),
         (["--task-id", "nope"], ["unknown task id", "'nope'", "add", "even", "rev"]),
         (["--task-id", "add", "--task-id", "nope"], ["'nope'", "choices"]),
     ],

@@ -1,6 +1,8 @@
-"""One suite over every backend: local (namespaces), docker (runc), docker:runsc (gVisor).
+"""One suite over every backend: local (namespaces), docker (runc), docker:runsc
+(gVisor), k8s (pods, runc) and k8s:gvisor (pods under the RuntimeClass gvisor).
 
-Real Docker Engine and gVisor, started by scripts/setup.sh. The same
+Real Docker Engine and gVisor, started by scripts/setup.sh; a real
+single-node Kubernetes cluster, started by scripts/k8s-cluster.sh. The same
 semantics, limits, isolation and cleanup are asserted for each, and the
 code family's verdicts must agree with the local backend's.
 """
@@ -21,6 +23,8 @@ import pytest
 
 from sandgym.runtimes import RuntimeUnavailable, SandboxError, SandboxSpec, get_runtime
 from sandgym.runtimes.docker import OWNER_LABEL, DockerRuntime, reap
+from sandgym.runtimes.k8s import NODE_ENV as K8S_NODE_ENV
+from sandgym.runtimes.k8s import OWNER_LABEL as K8S_OWNER_LABEL
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import verify
 from tests.code_function.test_security import ADD, SEARCH, secret_task
@@ -30,11 +34,15 @@ BACKENDS = [
     "local",
     pytest.param("docker", marks=pytest.mark.docker),
     pytest.param("docker:runsc", marks=pytest.mark.docker),
+    pytest.param("k8s", marks=pytest.mark.k8s),
+    pytest.param("k8s:gvisor", marks=pytest.mark.k8s),
 ]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def rt(request):
+    if request.param.startswith("k8s"):
+        request.getfixturevalue("k8s_cluster")
     runtime = get_runtime(request.param)
     yield runtime
     runtime.close()
@@ -44,6 +52,20 @@ def sandgym_containers() -> list:
     import docker
 
     return docker.from_env().containers.list(all=True, filters={"label": f"{OWNER_LABEL}"})
+
+
+def sandgym_sandboxes() -> set[str]:
+    """Every sandgym container and, when the test cluster is in use, pod."""
+    found = {c.id for c in sandgym_containers()}
+    if os.environ.get(K8S_NODE_ENV):
+        from kubernetes import client
+
+        from sandgym.runtimes.k8s import DEFAULT_NAMESPACE, load_client
+
+        core = client.CoreV1Api(load_client())
+        pods = core.list_namespaced_pod(DEFAULT_NAMESPACE, label_selector=K8S_OWNER_LABEL).items
+        found |= {f"pod/{p.metadata.name}" for p in pods}
+    return found
 
 
 def test_exec_semantics(rt):
@@ -106,11 +128,13 @@ def test_network_is_isolated(rt):
 
 
 def test_closed_sandboxes_leave_nothing(rt):
-    before = {c.id for c in sandgym_containers()}
+    before = sandgym_sandboxes()
     sb = rt.create()
+    assert sandgym_sandboxes() - before or rt.name == "local"  # the listing sees it
     sb.exec(["sh", "-c", "sleep 60 &"])
     sb.close()
-    assert {c.id for c in sandgym_containers()} <= before
+    # A pod's deletion completes once the kubelet has stopped it.
+    assert settled(lambda: sandgym_sandboxes() <= before, timeout_s=1 if rt.name != "k8s" else 30)
 
 
 def test_verdicts_agree_with_local(rt):
@@ -190,14 +214,14 @@ def test_attacks_fail_on_every_backend(rt, attack):
     if task is None:
         task, _ = secret_task(timeout_s=3)
     rt.create().close()  # the zygote (local) is up before the baseline
-    containers_before = {c.id for c in sandgym_containers()}
+    sandboxes_before = sandgym_sandboxes()
     processes_before = descendants()
     v = verify(task, code, rt)
     assert v.outcome in ("failed", "timeout"), (attack, v.outcome, v.detail)
     if attack == "write outside the workspace":
         assert v.tests[0].detail.endswith("got ''"), v.tests[0].detail  # not one write succeeded
     # Nothing of the attack outlives its sandbox, on the host or in the engine.
-    assert settled(lambda: {c.id for c in sandgym_containers()} <= containers_before)
+    assert settled(lambda: sandgym_sandboxes() <= sandboxes_before, timeout_s=30)
     assert settled(lambda: not descendants() - processes_before), descendants() - processes_before
     assert not os.path.exists("/pwned")
 

@@ -14,11 +14,15 @@ BACKENDS = [
     "local",
     pytest.param("docker", marks=pytest.mark.docker),
     pytest.param("docker:runsc", marks=pytest.mark.docker),
+    pytest.param("k8s", marks=pytest.mark.k8s),
+    pytest.param("k8s:gvisor", marks=pytest.mark.k8s),
 ]
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def rt(request):
+    if request.param.startswith("k8s"):
+        request.getfixturevalue("k8s_cluster")
     runtime = get_runtime(request.param)
     yield runtime
     runtime.close()

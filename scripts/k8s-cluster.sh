@@ -1,0 +1,420 @@
+#!/usr/bin/env bash
+# A real single-node Kubernetes cluster on this machine, for the k8s tests:
+#   scripts/k8s-cluster.sh up | down | status | env
+#
+# Everything is built or installed from what the registries serve, and
+# cached between runs:
+# - kube-apiserver and kubelet: `go build` from the k8s.io/kubernetes module
+#   (pinned below). Its go.mod replaces the k8s.io/* staging modules with
+#   local paths, so a go.mod of our own requires it and replaces each
+#   staging module with its v0.Y.Z release. No scheduler or controller
+#   manager: sandbox pods name their node, and the namespace's default
+#   service account is created here.
+# - containerd v2 (with its runc shim and ctr): `go build` from its module;
+#   a separate instance with its own socket and state, not Docker's.
+# - the CNI plugins bridge, host-local and loopback: `go build` from their
+#   module. Each pod gets an address on a bridge whose ports are isolated
+#   from each other, with no address on the host side, no gateway and no
+#   masquerade: no route to other pods, the node or out.
+# - etcd from Debian (etcd-server), runc (Debian's).
+# - gVisor: Debian's runsc has no containerd shim; containerd-shim-runsc-v1
+#   is built from the same gVisor module as runsc (scripts/gvisor.sh) and
+#   runs /usr/local/lib/sandgym/runsc, under the RuntimeClass `gvisor`.
+# - The pod sandbox ("pause") image: a static Go program of ours
+#   (scripts/k8s/pause.go), imported with `docker import` + `ctr import`.
+#
+# Everything listens on loopback: the API server on 127.0.0.1:16443, etcd on
+# 127.0.0.1:12379, the kubelet on 10.255.255.1:10250 (the kubelet refuses a
+# 127/8 node address, so that address is added to `lo`). `env` prints the
+# KUBECONFIG to use. State lives in $SANDGYM_K8S_STATE; `down` stops the
+# processes and removes the pods' state (the build cache is kept).
+set -euo pipefail
+
+K8S_VERSION=v1.34.4   # v1.35+ refuses cgroup v1 hosts unless told otherwise
+STAGING_VERSION=v0.34.4
+# The containerd the gVisor shim is built against (Debian's 1.6 speaks an
+# older shim start-up protocol and is below the kubelet's tested minimum).
+CONTAINERD_VERSION=v2.1.5
+# The CNI plugins: Debian's 1.1 bridge has no port isolation.
+CNI_VERSION=v1.9.1
+GVISOR_VERSION=$(sed -n 's/^GVISOR_VERSION=\([^ ]*\).*/\1/p' "$(dirname "$0")/gvisor.sh")
+cache=${SANDGYM_K8S_CACHE:-/var/cache/sandgym/k8s}
+state=${SANDGYM_K8S_STATE:-/var/lib/sandgym-k8s}
+run=/run/sandgym-k8s
+node_ip=10.255.255.1
+node=sandgym-node
+api=https://127.0.0.1:16443
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$cache/bin
+export PATH=$bin:$PATH # containerd finds containerd-shim-runsc-v1 on PATH
+
+log() { echo "k8s-cluster: $*"; }
+
+# CAP_SYS_RESOURCE is capability 24.
+has_cap_sys_resource() { (($(printf '%d' "0x$(sed -n 's/^CapEff:\t//p' /proc/self/status)") >> 24 & 1)); }
+
+build() {
+  mkdir -p "$bin" "$cache/kubernetes" "$cache/gvisor-shim" "$cache/pause"
+  if [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kubelet" ] \
+    || [ "$(cat "$cache/kubernetes/version" 2>/dev/null)" != "$K8S_VERSION stamped" ]; then
+    local mod=/root/go/pkg/mod/k8s.io/kubernetes@$K8S_VERSION
+    (
+      cd "$cache/kubernetes"
+      go mod download "k8s.io/kubernetes@$K8S_VERSION"
+      mod=$(go list -m -f '{{.Dir}}' "k8s.io/kubernetes@$K8S_VERSION" 2>/dev/null || echo "$mod")
+      {
+        printf 'module sandgym.local/k8s-build\n\ngo 1.24.0\n\nrequire k8s.io/kubernetes %s\n\nreplace (\n' "$K8S_VERSION"
+        sed -n 's|^\t\(k8s.io/[a-z0-9-]*\) => ./staging/.*|\t\1 => \1 '"$STAGING_VERSION"'|p' "$mod/go.mod"
+        printf ')\n'
+      } > go.mod
+      printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\t_ "k8s.io/kubernetes/cmd/kubelet/app"\n)\n' > tools.go
+      go mod tidy
+      log "building kube-apiserver and kubelet $K8S_VERSION (a cold build takes 30-60 min on 2 cores)"
+      start=$(date +%s)
+      local minor=${K8S_VERSION#v1.}
+      minor=${minor%%.*}
+      local v=k8s.io/component-base/version
+      go build -ldflags "-X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
+        -o "$bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet
+      echo "$K8S_VERSION stamped" > version
+      log "built in $(($(date +%s) - start)) s"
+    )
+  fi
+  if [ ! -x "$bin/containerd" ] || [ "$(cat "$cache/containerd/version" 2>/dev/null)" != "$CONTAINERD_VERSION" ]; then
+    mkdir -p "$cache/containerd"
+    (
+      cd "$cache/containerd"
+      printf 'module sandgym.local/containerd-build\n\ngo 1.24.0\n\nrequire github.com/containerd/containerd/v2 %s\n' "$CONTAINERD_VERSION" > go.mod
+      printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "github.com/containerd/containerd/v2/cmd/containerd"\n\t_ "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2"\n\t_ "github.com/containerd/containerd/v2/cmd/ctr"\n)\n' > tools.go
+      go mod tidy
+      log "building containerd $CONTAINERD_VERSION"
+      local c=github.com/containerd/containerd/v2/cmd
+      CGO_ENABLED=0 go build -tags "no_btrfs no_devmapper no_zfs" \
+        -ldflags "-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+        -o "$bin/" $c/containerd $c/containerd-shim-runc-v2 $c/ctr
+      echo "$CONTAINERD_VERSION" > version
+    )
+  fi
+  if [ ! -x "$cache/cni/bin/bridge" ] || [ "$(cat "$cache/cni/version" 2>/dev/null)" != "$CNI_VERSION" ]; then
+    mkdir -p "$cache/cni/bin"
+    (
+      cd "$cache/cni"
+      printf 'module sandgym.local/cni-build\n\ngo 1.24.0\n\nrequire github.com/containernetworking/plugins %s\n' "$CNI_VERSION" > go.mod
+      rm -f go.sum
+      local p=github.com/containernetworking/plugins/plugins
+      go get "$p/main/bridge@$CNI_VERSION" "$p/main/loopback@$CNI_VERSION" "$p/ipam/host-local@$CNI_VERSION"
+      log "building the CNI plugins $CNI_VERSION"
+      CGO_ENABLED=0 go build -trimpath -o bin/ $p/main/bridge $p/main/loopback $p/ipam/host-local
+      echo "$CNI_VERSION" > version
+    )
+  fi
+  local shim_version=$GVISOR_VERSION
+  has_cap_sys_resource || shim_version="$GVISOR_VERSION oom0"
+  if [ ! -x "$bin/containerd-shim-runsc-v1" ] || [ "$(cat "$cache/gvisor-shim/version" 2>/dev/null)" != "$shim_version" ]; then
+    (
+      cd "$cache/gvisor-shim"
+      printf 'module sandgym.local/gvisor-shim-build\n\ngo 1.26.3\n\nrequire gvisor.dev/gvisor %s\n' "$GVISOR_VERSION" > go.mod
+      rm -f go.sum
+      go get "gvisor.dev/gvisor/shim@$GVISOR_VERSION"
+      # The shim makes itself unkillable by the OOM killer (oom_score_adj
+      # -999), which needs CAP_SYS_RESOURCE; where root lacks it (this kind
+      # of VM), the shim fails to start. There it is built from a copy of
+      # the module whose one constant is 0 instead (the shim stays as
+      # killable as containerd).
+      if ! has_cap_sys_resource; then
+        rm -rf gvisor-src
+        cp -r "$(go list -m -f '{{.Dir}}' gvisor.dev/gvisor)" gvisor-src
+        chmod -R u+w gvisor-src
+        sed -i 's/^\toomScoreMax = -999$/\toomScoreMax = 0/' gvisor-src/pkg/shim/v1/manager.go
+        grep -q '^.oomScoreMax = 0$' gvisor-src/pkg/shim/v1/manager.go || { log "no oomScoreMax in the shim's source"; exit 1; }
+        go mod edit -replace gvisor.dev/gvisor=./gvisor-src
+        log "root has no CAP_SYS_RESOURCE here: the shim keeps oom_score_adj 0"
+      fi
+      log "building containerd-shim-runsc-v1 ($GVISOR_VERSION)"
+      CGO_ENABLED=0 go build -trimpath -o "$bin/containerd-shim-runsc-v1" gvisor.dev/gvisor/shim
+      echo "$shim_version" > version
+    )
+  fi
+  if [ ! -x "$bin/pause" ] || [ "$here/k8s/pause.go" -nt "$bin/pause" ]; then
+    (
+      cd "$cache/pause"
+      cp "$here/k8s/pause.go" main.go
+      printf 'module sandgym.local/pause\n\ngo 1.24.0\n' > go.mod
+      CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/pause" .
+    )
+  fi
+}
+
+packages() {
+  local missing=()
+  command -v etcd > /dev/null || missing+=(etcd-server)
+  command -v runc > /dev/null || missing+=(runc)
+  command -v openssl > /dev/null || missing+=(openssl)
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" > /dev/null
+  fi
+}
+
+# -- certificates: one CA; serving certs for the API server and kubelet;
+# client certs for the admin (system:masters), the kubelet (its node
+# identity) and the API server's calls to the kubelet (exec/attach).
+cert() { # name subject [san]
+  local name=$1 subj=$2 san=${3:-}
+  [ -f "$state/pki/$name.crt" ] && return 0
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$state/pki/$name.key" -subj "$subj" \
+    -out "$state/pki/$name.csr" 2> /dev/null
+  local ext=$state/pki/$name.ext
+  {
+    echo "basicConstraints=CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    if [ -n "$san" ]; then
+      echo "extendedKeyUsage=serverAuth"
+      echo "subjectAltName=$san"
+    else
+      echo "extendedKeyUsage=clientAuth"
+    fi
+  } > "$ext"
+  openssl x509 -req -in "$state/pki/$name.csr" -CA "$state/pki/ca.crt" -CAkey "$state/pki/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$ext" -out "$state/pki/$name.crt" 2> /dev/null
+}
+
+kubeconfig() { # file user
+  cat > "$state/$1" << EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: sandgym
+  cluster: {server: $api, certificate-authority: $state/pki/ca.crt}
+users:
+- name: $2
+  user: {client-certificate: $state/pki/$2.crt, client-key: $state/pki/$2.key}
+contexts:
+- name: sandgym
+  context: {cluster: sandgym, user: $2}
+current-context: sandgym
+EOF
+}
+
+pki() {
+  mkdir -p "$state/pki"
+  chmod 700 "$state/pki"
+  if [ ! -f "$state/pki/ca.crt" ]; then
+    openssl req -x509 -new -newkey rsa:2048 -nodes -days 3650 -subj "/CN=sandgym-test-ca" \
+      -keyout "$state/pki/ca.key" -out "$state/pki/ca.crt" 2> /dev/null
+  fi
+  cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+  cert kubelet-serving "/CN=$node" "IP:$node_ip,DNS:$node"
+  cert admin "/O=system:masters/CN=sandgym-admin"
+  cert kubelet "/O=system:nodes/CN=system:node:$node"
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  [ -f "$state/pki/sa.key" ] || openssl genrsa -out "$state/pki/sa.key" 2048 2> /dev/null
+  [ -f "$state/pki/sa.pub" ] || openssl rsa -in "$state/pki/sa.key" -pubout -out "$state/pki/sa.pub" 2> /dev/null
+  kubeconfig admin.kubeconfig admin
+  kubeconfig kubelet.kubeconfig kubelet
+}
+
+configs() {
+  mkdir -p "$state/cni" "$state/containerd" "$state/kubelet" "$run"
+  # One isolated bridge port per pod (portIsolation: ports cannot reach
+  # each other), no address for the host on it, no gateway, no masquerade.
+  # This CNI enforces no NetworkPolicy, and needs none.
+  rm -f "$state/cni/"*.conflist
+  cat > "$state/cni/10-sandgym.conflist" << EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "sandgym-pods",
+  "plugins": [{
+    "type": "bridge", "bridge": "sandgym-k8s0",
+    "isGateway": false, "ipMasq": false, "hairpinMode": false, "portIsolation": true,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.254.0.0/24"}]]}
+  }]
+}
+EOF
+  cat > "$state/runsc.toml" << EOF
+binary_name = "/usr/local/lib/sandgym/runsc"
+[runsc_config]
+  network = "none"
+  platform = "systrap"
+EOF
+  cat > "$state/containerd.toml" << EOF
+version = 3
+root = "$state/containerd"
+state = "$run/containerd"
+[grpc]
+  address = "$run/containerd.sock"
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "docker.io/sandgym/pause:1"
+[plugins.'io.containerd.cri.v1.runtime']
+  # containerd runs without CAP_SYS_RESOURCE here: containers may only
+  # raise oom_score_adj, as under a non-root runtime.
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "/usr/sbin/runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc]
+      runtime_type = "io.containerd.runsc.v1"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runsc.options]
+        TypeUrl = "io.containerd.runsc.v1.options"
+        ConfigPath = "$state/runsc.toml"
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["$cache/cni/bin"]
+    conf_dir = "$state/cni"
+EOF
+  cat > "$state/kubelet.yaml" << EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $node_ip
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+  x509: {clientCAFile: $state/pki/ca.crt}
+authorization: {mode: AlwaysAllow}
+tlsCertFile: $state/pki/kubelet-serving.crt
+tlsPrivateKeyFile: $state/pki/kubelet-serving.key
+cgroupDriver: cgroupfs
+failSwapOn: false
+containerRuntimeEndpoint: unix://$run/containerd.sock
+resolvConf: ""
+# Images cannot be pulled again here: never collect them. Evict only
+# when the machine is really short.
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%", nodefs.inodesFree: "2%"}
+serializeImagePulls: false
+# The pids cgroup of each pod: room for a gVisor sandbox's host tasks at its
+# 64-task cap (about 4n + 1024, runtimes/docker.py); runc pods are bounded
+# by the agent's RLIMIT_NPROC first.
+podPidsLimit: 4096
+EOF
+}
+
+running() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2> /dev/null; }
+
+start() { # name command...
+  local name=$1
+  shift
+  running "$name" && return 0
+  mkdir -p "$state/logs"
+  setsid "$@" >> "$state/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$run/$name.pid"
+}
+
+wait_for() { # what seconds command...
+  local what=$1 seconds=$2
+  shift 2
+  for _ in $(seq "$((seconds * 2))"); do
+    "$@" > /dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  log "$what did not come up in $seconds s; see $state/logs/"
+  exit 1
+}
+
+kubectl_() { "$here/../.venv/bin/python" "$here/k8s/kube.py" "$state/admin.kubeconfig" "$@"; }
+
+up() {
+  packages
+  build
+  pki
+  configs
+  case "$(ip -o addr show dev lo)" in *" $node_ip/"*) ;; *) ip addr add "$node_ip/32" dev lo ;; esac
+  start etcd etcd --name sandgym --data-dir "$state/etcd" \
+    --listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
+    --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
+    --initial-cluster sandgym=http://127.0.0.1:12380 --listen-metrics-urls http://127.0.0.1:12381
+  wait_for etcd 30 curl -fsS http://127.0.0.1:12381/health
+  start kube-apiserver "$bin/kube-apiserver" --etcd-servers=http://127.0.0.1:12379 \
+    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port=16443 \
+    --tls-cert-file="$state/pki/apiserver.crt" --tls-private-key-file="$state/pki/apiserver.key" \
+    --client-ca-file="$state/pki/ca.crt" --authorization-mode=Node,RBAC \
+    --service-account-issuer=https://kubernetes.default.svc \
+    --service-account-key-file="$state/pki/sa.pub" --service-account-signing-key-file="$state/pki/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/24 \
+    --kubelet-client-certificate="$state/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$state/pki/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$state/pki/ca.crt" --kubelet-preferred-address-types=InternalIP \
+    --enable-admission-plugins=NodeRestriction --profiling=false
+  wait_for kube-apiserver 120 curl -fsS --cacert "$state/pki/ca.crt" "$api/readyz"
+  start containerd "$bin/containerd" --config "$state/containerd.toml"
+  wait_for containerd 30 "$bin/ctr" --address "$run/containerd.sock" version
+  images
+  start kubelet "$bin/kubelet" --config="$state/kubelet.yaml" --kubeconfig="$state/kubelet.kubeconfig" \
+    --hostname-override="$node" --node-ip="$node_ip" --root-dir="$state/kubelet" --v=1
+  wait_for "node $node Ready" 120 kubectl_ node-ready "$node"
+  kubectl_ setup "$node"
+  log "up: KUBECONFIG=$state/admin.kubeconfig"
+}
+
+# The pause image and every sandgym image Docker holds go into containerd's
+# k8s.io namespace (there is no registry to pull from).
+images() {
+  local ctr=("$bin/ctr" --address "$run/containerd.sock" -n k8s.io) have tag
+  have=$("${ctr[@]}" images ls -q)
+  if ! grep -qx docker.io/sandgym/pause:1 <<< "$have"; then
+    tar -C "$bin" -c pause | docker import -c 'ENTRYPOINT ["/pause"]' - sandgym/pause:1 > /dev/null
+    docker save sandgym/pause:1 | "${ctr[@]}" images import - > /dev/null
+  fi
+  for tag in $(docker images --format '{{.Repository}}:{{.Tag}}' 'sandgym/base'); do
+    if ! grep -qx "docker.io/$tag" <<< "$have"; then
+      log "loading $tag into the node's containerd"
+      docker save "$tag" | "${ctr[@]}" images import - > /dev/null
+    fi
+  done
+}
+
+down() {
+  for name in kubelet kube-apiserver etcd; do stop "$name"; done
+  # Pods' containers outlive the kubelet: stop them through containerd.
+  if running containerd; then
+    local ctr=("$bin/ctr" --address "$run/containerd.sock" -n k8s.io)
+    for task in $("${ctr[@]}" tasks ls -q 2> /dev/null); do "${ctr[@]}" tasks kill -s KILL "$task" 2> /dev/null || true; done
+    sleep 1
+    for task in $("${ctr[@]}" tasks ls -q 2> /dev/null); do "${ctr[@]}" tasks delete -f "$task" 2> /dev/null || true; done
+    for c in $("${ctr[@]}" containers ls -q 2> /dev/null); do "${ctr[@]}" containers delete "$c" 2> /dev/null || true; done
+  fi
+  stop containerd
+  # The kubelet's pod volumes are mounts under its root dir.
+  grep -o " $state/kubelet[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2> /dev/null || true
+  grep -o " $run[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2> /dev/null || true
+  rm -rf "$state/kubelet" "$state/etcd" "$run"
+  ip link del sandgym-k8s0 2> /dev/null || true
+  ip addr del "$node_ip/32" dev lo 2> /dev/null || true
+  log "down"
+}
+
+stop() {
+  running "$1" || return 0
+  local pid
+  pid=$(cat "$run/$1.pid")
+  kill "$pid" 2> /dev/null || true
+  for _ in $(seq 40); do kill -0 "$pid" 2> /dev/null || break; sleep 0.25; done
+  kill -9 "$pid" 2> /dev/null || true
+  rm -f "$run/$1.pid"
+}
+
+status() {
+  for name in etcd kube-apiserver containerd kubelet; do
+    if running "$name"; then echo "$name: running (pid $(cat "$run/$name.pid"))"; else echo "$name: stopped"; fi
+  done
+  running kube-apiserver && kubectl_ status || true
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  build) packages && build ;;
+  env) echo "export KUBECONFIG=$state/admin.kubeconfig SANDGYM_K8S_NODE=$node" ;;
+  *) echo "usage: $0 up|down|status|build|env" >&2; exit 2 ;;
+esac
