@@ -544,6 +544,8 @@ BACKENDS = [
     "local",
     pytest.param("docker", marks=pytest.mark.docker),
     pytest.param("docker:runsc", marks=pytest.mark.docker),
+    pytest.param("k8s", marks=pytest.mark.k8s),
+    pytest.param("k8s:gvisor", marks=pytest.mark.k8s),
 ]
 
 
@@ -551,6 +553,8 @@ BACKENDS = [
 def any_runtime(request):
     from sandgym.runtimes import get_runtime
 
+    if request.param.startswith("k8s"):
+        request.getfixturevalue("k8s_cluster")
     rt = get_runtime(request.param)
     yield rt
     rt.close()
