@@ -414,23 +414,24 @@ class KubernetesRuntime(Runtime):
                 raise
         # Pods get no token: the namespace's default service account must
         # exist (no controller manager makes it on a bare cluster) and mount none.
-        for create, body in (
-            (
-                lambda b: self.core.create_namespaced_service_account(self.namespace, b),
-                {"metadata": {"name": "default"}, "automountServiceAccountToken": False},
-            ),
-            (
-                lambda b: client.NetworkingV1Api(self.api_client).create_namespaced_network_policy(self.namespace, b),
-                network_policy(),
-            ),
-        ):
-            try:
-                create(body)
-            except ApiException as e:
-                if e.status != 409:  # exists
-                    raise RuntimeUnavailable(
-                        f"runtime 'k8s': cannot set up namespace {self.namespace!r}: {e.reason}"
-                    ) from None
+        self._create_if_missing(
+            lambda: self.core.create_namespaced_service_account(
+                self.namespace, {"metadata": {"name": "default"}, "automountServiceAccountToken": False}
+            )
+        )
+        networking = client.NetworkingV1Api(self.api_client)
+        self._create_if_missing(lambda: networking.create_namespaced_network_policy(self.namespace, network_policy()))
+
+    def _create_if_missing(self, create) -> None:
+        from kubernetes.client.rest import ApiException
+
+        try:
+            create()
+        except ApiException as e:
+            if e.status != 409:  # 409: it exists
+                raise RuntimeUnavailable(
+                    f"runtime 'k8s': cannot set up namespace {self.namespace!r}: {e.reason}"
+                ) from None
 
     def _pulled(self, tag: str) -> str:
         return f"{self.registry}/{tag}" if self.registry else tag

@@ -236,13 +236,7 @@ def _wait_gone(host_pid: int, inner_pid: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         ids = _ns_pids(host_pid)
-        if len(ids) < 2 or ids[1] != inner_pid:
-            return
-        try:
-            with open(f"/proc/{host_pid}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return
-        except (OSError, IndexError):
+        if len(ids) < 2 or ids[1] != inner_pid or not pid_alive(host_pid):
             return
         time.sleep(0.0005)
 
@@ -252,12 +246,7 @@ def _kill_tree(pid: int) -> None:
 
     Killing the init of a PID namespace takes every process in it along.
     """
-    seen: list[int] = []
-    frontier = [pid]
-    while frontier:
-        p = frontier.pop()
-        seen.append(p)
-        frontier.extend(children(p))
+    seen = [pid, *_descendants(pid)]
     for p in seen:
         try:
             os.kill(p, signal.SIGKILL)

@@ -43,18 +43,17 @@ def k8s_cluster():
     for the tests that need it and stopped after them if they started it."""
     import subprocess
 
-    from sandgym.runtimes.k8s import NODE_ENV
-
-    state = os.environ.get("SANDGYM_K8S_STATE", "/var/lib/sandgym-k8s")
-    kubeconfig = os.path.join(state, "admin.kubeconfig")
     status = subprocess.run(["bash", K8S_SCRIPT, "status"], capture_output=True, text=True)
     started = "kube-apiserver: running" not in status.stdout
     if started:
         up = subprocess.run(["bash", K8S_SCRIPT, "up"], capture_output=True, text=True)
         assert up.returncode == 0, f"scripts/k8s-cluster.sh up failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
-    saved = {k: os.environ.get(k) for k in ("KUBECONFIG", NODE_ENV)}
-    os.environ["KUBECONFIG"] = kubeconfig
-    os.environ[NODE_ENV] = "sandgym-node"
+    # The script says where its kubeconfig is and which node pods name.
+    env_line = subprocess.run(["bash", K8S_SCRIPT, "env"], capture_output=True, text=True, check=True).stdout
+    wanted = dict(item.split("=", 1) for item in env_line.split()[1:])
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    kubeconfig = wanted["KUBECONFIG"]
     yield kubeconfig
     for k, v in saved.items():
         if v is None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from sandgym.runtimes.local import pid_alive
 from sandgym.runtimes.staging import staging_root
 from sandgym.verifiers.code_function.host import verify
 from tests.helpers import make_task
@@ -48,21 +49,12 @@ def _foreign(pid: int) -> bool:
     return False
 
 
-def _dead(pid: int) -> bool:
-    """A zombie: ended, only waiting to be reaped (whoever's it is)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return True
-
-
 def sandbox_user_processes() -> set[int]:
     pids = set()
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
-                if os.stat(f"/proc/{p}").st_uid == SANDBOX_UID and not _dead(int(p)) and not _foreign(int(p)):
+                if os.stat(f"/proc/{p}").st_uid == SANDBOX_UID and pid_alive(int(p)) and not _foreign(int(p)):
                     pids.add(int(p))
             except OSError:
                 pass
