@@ -38,10 +38,16 @@ def agent_config(spec: SandboxSpec) -> dict:
             **dict(spec.env),
         },
         "limits": {
-            "memory_bytes": spec.memory_mb * mb,
-            "pids": spec.pids,
-            "file_size_bytes": spec.file_size_mb * mb,
-            "open_files": spec.open_files,
+            **(
+                {
+                    "memory_bytes": spec.memory_mb * mb,
+                    "pids": spec.pids,
+                    "file_size_bytes": spec.file_size_mb * mb,
+                    "open_files": spec.open_files,
+                }
+                if spec.process_limits
+                else {}
+            ),
             "cpu_seconds": spec.cpu_seconds,
         },
     }

@@ -72,6 +72,14 @@ class SandboxSpec(BaseModel):
     disk_mb: int = Field(256, gt=0, description="Size of the writable workspace and /tmp.")
     file_size_mb: int = Field(64, gt=0, description="Largest file a command may write.")
     open_files: int = Field(256, gt=0)
+    process_limits: bool = Field(
+        True,
+        description=(
+            "Per-process rlimits on what runs inside (address space, processes of the uid, file size, open "
+            "files). Off for programs such as Chromium, which reserves far more address space than it uses "
+            "and runs hundreds of threads: the sandbox-wide memory, pids and disk limits hold either way."
+        ),
+    )
     wall_timeout_s: float = Field(3600, gt=0, description="Lifetime of the sandbox.")
     network: Network = "none"
     mounts: tuple[Mount, ...] = ()

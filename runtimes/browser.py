@@ -1,17 +1,22 @@
-"""Chromium and one web app in a bubblewrap sandbox with a loopback-only network.
+"""Chromium and one web app in one sandbox, with a loopback-only network.
 
-Playwright launches a small wrapper script as if it were the browser. The
-wrapper drops to an unprivileged host user (as root), enters bubblewrap
-(new user, PID, network, IPC, UTS and mount namespaces; read-only /usr;
-tmpfs /tmp and HOME) and runs the launcher, which binds the app's socket
-on 127.0.0.1 inside that network namespace, forks the app, hides the state
-folder from the browser and execs Chromium. Playwright's pipe fds 3 and 4
-pass straight through. The page can reach the app and nothing else: the
-namespace has only `lo`.
+Playwright launches a small wrapper script as if it were the browser; the
+wrapper starts Chromium inside the sandbox and Playwright's pipe fds 3 and
+4 pass through, so the host needs no network into the sandbox. Two kinds:
+
+- `LocalBrowserSandbox` (the local runtime, here): the wrapper drops to an
+  unprivileged host user (as root), enters bubblewrap (new user, PID,
+  network, IPC, UTS and mount namespaces; read-only /usr; tmpfs /tmp and
+  HOME) in a cgroup with the limits, and runs the launcher, which binds
+  the app's socket on 127.0.0.1 inside that network namespace, forks the
+  app, hides the state folder from the browser and execs Chromium.
+- `ContainerBrowserSandbox` (the docker runtimes, browser_container.py):
+  a container of the `chromium` image recipe; the app and Chromium run in
+  it as two users, and the wrapper is `docker exec`.
 
 The state folder (`state_dir`, host side) is the app's: its SQLite
 database lives there, and the host reads it directly (the verifier's side
-channel). Chromium's mount namespace has an empty tmpfs over it.
+channel). The browser cannot open it.
 
 Playwright itself (its node driver and async API) runs once per process on
 one event-loop thread (`PlaywrightHost`), shared by every sandbox.
@@ -32,13 +37,14 @@ import threading
 import time
 import uuid
 import zipfile
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import RuntimeUnavailable, SandboxError
+from .base import Runtime, RuntimeUnavailable, SandboxError
 from .bwrap import ETC_ALLOWED, host_root_args
+from .cgroups import Cgroup, reap_groups
 from .local import children, environs, mark_owner, owned_tempdir, owner_gone
 from .staging import _stage, stage_dir, staging_root
 
@@ -62,6 +68,48 @@ APP_PACKAGES = ("starlette", "uvicorn", "anyio", "h11", "sniffio", "idna", "clic
 ETC_BROWSER = ("fonts",)
 LAUNCH_TIMEOUT_MS = 30_000
 EXIT_GRACE_S = 5.0
+# Chromium's switches on every backend (no GPU, nothing fetched on its own).
+CHROMIUM_ARGS = (
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-default-browser-check",
+    "--disable-features=Translate,MediaRouter,OptimizationHints",
+)
+
+
+@dataclass(frozen=True)
+class BrowserLimits:
+    """What one browser sandbox (Chromium, its renderers and the app) may
+    use, on every backend: a page that exhausts one ends its episode as
+    `env_error`, and the worker relaunches the sandbox. Sized for Chromium:
+    a form page runs in about 400 MB and 60-120 tasks (threads included)."""
+
+    memory_mb: int = 1536
+    cpus: float = 1.0
+    pids: int = 512
+    disk_mb: int = 256  # each of /tmp (Chromium's profile), HOME and /dev/shm
+
+    @classmethod
+    def of(cls, value: BrowserLimits | Mapping[str, Any] | None) -> BrowserLimits:
+        """From an env's `limits=` argument: None (the defaults), a BrowserLimits or a dict of its fields."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise ValueError(f"limits must be a dict of {', '.join(cls.__dataclass_fields__)}, not {value!r}")
+        unknown = set(value) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(
+                f"limits: unknown field(s) {', '.join(sorted(unknown))}; fields: {', '.join(cls.__dataclass_fields__)}"
+            )
+        for key, v in value.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+                raise ValueError(f"limits.{key} must be a positive number, got {v!r}")
+        return cls(**value)
+
 
 _site_lock = threading.Lock()
 _site_dir: Path | None = None
@@ -251,6 +299,20 @@ def reap_orphans(include_live: bool = False, owner_pid: int | None = None) -> li
     return killed
 
 
+def reap_cgroups(include_live: bool = False, owner_pid: int | None = None) -> list[str]:
+    """Remove the cgroups of local browser sandboxes (`browser-<owner pid>-<token>`)
+    whose owner is gone (or every one with include_live, or only `owner_pid`'s);
+    what is still in one is killed first."""
+    if os.geteuid() != 0:
+        return []
+
+    def keep(name: str) -> bool:
+        owner = name.removeprefix("browser-").split("-", 1)[0]
+        return not (name.startswith("browser-") and owner.isdigit() and owner_gone(int(owner), include_live, owner_pid))
+
+    return reap_groups(keep)
+
+
 def _pidfds(pids: list[int]) -> dict[int, int]:
     """pidfds (which name a process for good, unlike a pid that may be reused)."""
     fds = {}
@@ -293,10 +355,162 @@ class BrowserSandbox:
 
     Playwright's objects (async API) live on the shared `PlaywrightHost`
     loop: run their calls with `host.run(...)`. `close()` ends Chromium and
-    the app and lets go of the driver.
+    the app and lets go of the driver. Subclasses say where they run: the
+    wrapper Playwright starts as the browser, how to kill and tear down.
     """
 
-    def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, headless: bool = True):
+    backend = ""
+    # Chromium's own sandbox (its renderers in namespaces of their own);
+    # off where the container's seccomp profile refuses user namespaces.
+    chromium_sandbox = True
+    extra_args: tuple[str, ...] = ()
+
+    def __init__(self, app: AppSpec, app_owner: tuple[int, int] | None, limits: BrowserLimits | None = None):
+        self.app = app
+        self.limits = limits or BrowserLimits()
+        # The owner of the state folder and its files: the app's user.
+        self.app_owner = app_owner
+        # The owner's pid in the id (and so in every sandbox process's
+        # environment and in the folder's name): `sandgym gc` finds what a
+        # killed owner left.
+        self.id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.origin = f"http://127.0.0.1:{app.port}"
+        self._tmp = owned_tempdir("browser")
+        os.chmod(self._tmp, 0o711)  # the sandbox user passes through to state/ only
+        self.state_dir = self._tmp / "state"
+        self.state_dir.mkdir(mode=0o700)
+        if self.app_owner:
+            os.chown(self.state_dir, *self.app_owner)
+        self._wrapper = self._tmp / "chromium-in-sandbox"
+        self.host: PlaywrightHost | None = None
+        self.browser: Browser | None = None
+
+    def _launcher_cfg(self, mode: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "mode": mode,
+            "port": self.app.port,
+            "app": self.app.app,
+            "python_path": [SITE_ZIP, APP_DIR],
+            "state_dir": STATE_IN_SANDBOX,
+            "app_env": {"SANDGYM_APP_STATE": STATE_IN_SANDBOX, **self.app.env},
+            **extra,
+        }
+
+    def _app_mounts(self) -> list[tuple[str, str, bool]]:
+        """(host path, sandbox path, read-only) of what every backend mounts."""
+        return [
+            (str(stage_dir(Path(__file__).parent / "browser_sandbox")), LAUNCHER_DIR, True),
+            (str(self.app.source_dir), APP_DIR, True),
+            (str(staged_site_packages()), str(Path(SITE_ZIP).parent), True),
+            (str(self.state_dir), STATE_IN_SANDBOX, False),
+            *[(src, dst, True) for src, dst in self.app.mounts],
+        ]
+
+    # -- what a backend provides -------------------------------------------------
+
+    def _wrapper_script(self) -> str:
+        """The shell script Playwright runs as the browser (fds 3 and 4 are its pipes)."""
+        raise NotImplementedError
+
+    def _prepare(self) -> None:
+        """Make the sandbox before Chromium starts (e.g. a container and its app)."""
+
+    def kill(self) -> None:
+        """From any thread, without waiting: end every process of the sandbox.
+        The driver sees the browser's pipe close, so a call waiting on it
+        fails at once. The owner still calls close()."""
+        raise NotImplementedError
+
+    def _before_close(self) -> None:
+        """Before the browser is asked to close (e.g. note which processes to wait for)."""
+
+    def _teardown(self) -> None:
+        """After the browser closed: make sure nothing of the sandbox is left."""
+        raise NotImplementedError
+
+    def memory_bytes(self) -> int:
+        raise NotImplementedError
+
+    def exhausted(self) -> str | None:
+        """Which limit the sandbox ran into, if it did (for the env_error's text)."""
+        return None
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> Browser:
+        """Launch Chromium (and with it the app); returns the Playwright Browser
+        (async API: run its calls with `self.host.run(...)`)."""
+        from playwright.async_api import Error as PlaywrightError
+
+        try:
+            self._prepare()
+            self._wrapper.write_text(self._wrapper_script())
+            os.chmod(self._wrapper, 0o700)
+            self.host = PlaywrightHost.acquire()
+            self.browser = self.host.run(self._launch(), timeout=2 * LAUNCH_TIMEOUT_MS / 1000)
+        except (PlaywrightError, concurrent.futures.TimeoutError, SandboxError) as e:
+            self.close()
+            raise SandboxError(f"could not start Chromium in its sandbox: {e}\napp log: {self.app_log()}") from e
+        return self.browser
+
+    async def _launch(self) -> Browser:
+        assert self.host is not None and self.host.playwright is not None
+        return await self.host.playwright.chromium.launch(
+            executable_path=str(self._wrapper),
+            headless=True,
+            chromium_sandbox=self.chromium_sandbox,
+            timeout=LAUNCH_TIMEOUT_MS,
+            args=[*CHROMIUM_ARGS, *self.extra_args],
+        )
+
+    @property
+    def alive(self) -> bool:
+        return self.browser is not None and self.browser.is_connected()
+
+    def app_log(self) -> str:
+        try:
+            return (self.state_dir / "app.log").read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        """End the browser and the app, make sure every process of the sandbox
+        is gone, and let go of the shared driver. Idempotent."""
+        try:
+            self._before_close()
+            if self.browser is not None and self.host is not None:
+                try:
+                    self.host.run(self.browser.close(), timeout=EXIT_GRACE_S)
+                except Exception:  # a crashed browser is closed already
+                    pass
+            self.browser = None
+            self._teardown()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            if self.host is not None:
+                host, self.host = self.host, None
+                host.release()
+
+    def __enter__(self) -> BrowserSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalBrowserSandbox(BrowserSandbox):
+    """Chromium and the app in one bubblewrap sandbox, in a cgroup with the limits.
+
+    The app is out of the browser's reach but over HTTP: Chromium runs in
+    user, mount and PID namespaces of its own nested in the sandbox's (it
+    cannot see the app's process to signal it), the app makes itself
+    non-dumpable (so Chromium's uid cannot ptrace it or read its memory or
+    files through /proc), and the state folder is an empty tmpfs in
+    Chromium's view."""
+
+    backend = "local"
+
+    def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, limits: BrowserLimits | None = None):
         bwrap = shutil.which("bwrap")
         if not bwrap:
             raise RuntimeUnavailable("the browser sandbox needs bubblewrap: run `apt-get install bubblewrap`")
@@ -307,25 +521,10 @@ class BrowserSandbox:
         if os.geteuid() == 0 and not shutil.which("setpriv"):
             raise RuntimeUnavailable("the browser sandbox as root needs setpriv: run `apt-get install util-linux`")
         self.bwrap = bwrap
-        self.app = app
         self.drop_to = drop_to if drop_to is not None else default_drop_to()
-        self.headless = headless
-        # The owner's pid in the id (and so in every sandbox process's
-        # environment) and in the folder's name: `sandgym gc` finds what a
-        # killed owner left.
-        self.id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        self.origin = f"http://127.0.0.1:{app.port}"
-        self._tmp = owned_tempdir("browser")
-        os.chmod(self._tmp, 0o711)  # the sandbox user passes through to state/ only
-        self.state_dir = self._tmp / "state"
-        self.state_dir.mkdir(mode=0o700)
-        if self.drop_to:
-            os.chown(self.state_dir, *self.drop_to)
-        self._wrapper = self._tmp / "chromium-in-sandbox"
-        self.host: PlaywrightHost | None = None
-        self.browser: Browser | None = None
-
-    # -- wrapper ---------------------------------------------------------------
+        super().__init__(app, self.drop_to, limits)
+        self.cgroup: Cgroup | None = None
+        self._closing: dict[int, int] = {}  # pidfds of the processes close() waits for
 
     def _bwrap_argv(self) -> list[str]:
         etc = _stage(
@@ -337,31 +536,14 @@ class BrowserSandbox:
                 "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
             },
         )
+        size = str(self.limits.disk_mb * 1024 * 1024)
         a = host_root_args(self.bwrap, self.drop_to, (*ETC_ALLOWED, *ETC_BROWSER), etc)
+        a += ["--proc", "/proc", "--dev", "/dev"]
+        for tmpfs in ("/dev/shm", "/tmp", HOME):
+            a += ["--size", size, "--tmpfs", tmpfs]
+        for src, dst, read_only in self._app_mounts():
+            a += ["--ro-bind" if read_only else "--bind", src, dst]
         a += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/dev/shm",
-            "--tmpfs",
-            "/tmp",
-            "--tmpfs",
-            HOME,
-            "--ro-bind",
-            str(stage_dir(Path(__file__).parent / "browser_sandbox")),
-            LAUNCHER_DIR,
-            "--ro-bind",
-            str(self.app.source_dir),
-            APP_DIR,
-            "--ro-bind",
-            str(staged_site_packages()),
-            str(Path(SITE_ZIP).parent),
-            "--bind",
-            str(self.state_dir),
-            STATE_IN_SANDBOX,
-            *[x for src, dst in self.app.mounts for x in ("--ro-bind", src, dst)],
             "--remount-ro",
             "/",
             "--chdir",
@@ -383,70 +565,29 @@ class BrowserSandbox:
             MARKER_ENV,
             self.id,
         ]
-        cfg = {
-            "port": self.app.port,
-            "app": self.app.app,
-            "python_path": [SITE_ZIP, APP_DIR],
-            "state_dir": STATE_IN_SANDBOX,
-            "hide": [STATE_IN_SANDBOX],
-            "app_env": {"SANDGYM_APP_STATE": STATE_IN_SANDBOX, **self.app.env},
-        }
+        cfg = self._launcher_cfg("combined", hide=[STATE_IN_SANDBOX], isolate_browser=True)
         a += ["--", SANDBOX_PYTHON, "-I", "-S", f"{LAUNCHER_DIR}/launcher.py", json.dumps(cfg)]
         return a
 
-    def _write_wrapper(self) -> None:
-        # The marker in bubblewrap's own environment too: `sandgym gc` finds it if it outlives its owner.
-        script = (
-            f"#!/bin/sh\nexport {MARKER_ENV}={shlex.quote(self.id)}\nexec "
+    def _prepare(self) -> None:
+        self.cgroup = Cgroup(f"browser-{self.id}", self.limits.memory_mb, self.limits.pids, self.limits.cpus)
+
+    def _wrapper_script(self) -> str:
+        assert self.cgroup is not None
+        # The wrapper joins the cgroup before it becomes bubblewrap: all
+        # of the sandbox is born inside. The marker in bubblewrap's own
+        # environment too: `sandgym gc` finds it if it outlives its owner.
+        join = "".join(f"echo $$ > {shlex.quote(f)}\n" for f in self.cgroup.procs_files)
+        return (
+            f"#!/bin/sh\nset -e\n{join}export {MARKER_ENV}={shlex.quote(self.id)}\nexec "
             + " ".join(shlex.quote(x) for x in self._bwrap_argv())
             + ' "$@"\n'
         )
-        self._wrapper.write_text(script)
-        os.chmod(self._wrapper, 0o700)
 
-    # -- lifecycle -------------------------------------------------------------
-
-    def start(self) -> Browser:
-        """Launch Chromium (and with it the app); returns the Playwright Browser
-        (async API: run its calls with `self.host.run(...)`)."""
-        from playwright.async_api import Error as PlaywrightError
-
-        self._write_wrapper()
-        try:
-            self.host = PlaywrightHost.acquire()
-            self.browser = self.host.run(self._launch(), timeout=2 * LAUNCH_TIMEOUT_MS / 1000)
-        except (PlaywrightError, concurrent.futures.TimeoutError) as e:
-            self.close()
-            raise SandboxError(f"could not start Chromium in its sandbox: {e}\napp log: {self.app_log()}") from e
-        return self.browser
-
-    async def _launch(self) -> Browser:
-        assert self.host is not None and self.host.playwright is not None
-        return await self.host.playwright.chromium.launch(
-            executable_path=str(self._wrapper),
-            headless=self.headless,
-            # Inside the sandbox Chromium is an unprivileged user, so its own sandbox works too.
-            chromium_sandbox=True,
-            timeout=LAUNCH_TIMEOUT_MS,
-            args=[
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-default-browser-check",
-                "--disable-features=Translate,MediaRouter,OptimizationHints",
-            ],
-        )
-
-    @property
-    def alive(self) -> bool:
-        return self.browser is not None and self.browser.is_connected()
-
-    def app_log(self) -> str:
-        try:
-            return (self.state_dir / "app.log").read_text(errors="replace")[-2000:]
-        except OSError:
-            return ""
+    def exhausted(self) -> str | None:
+        if self.cgroup is not None and self.cgroup.oom_kills():
+            return f"the sandbox ran out of memory (limit {self.limits.memory_mb} MB)"
+        return None
 
     def process_ids(self) -> list[int]:
         """Every process of this sandbox: those carrying its marker in their
@@ -466,6 +607,8 @@ class BrowserSandbox:
                 continue
             found.add(pid)
             frontier.extend(children(pid))
+        if self.cgroup is not None:
+            found.update(self.cgroup.pids())
         return sorted(found)
 
     def memory_bytes(self) -> int:
@@ -483,27 +626,18 @@ class BrowserSandbox:
         return total
 
     def kill(self) -> None:
-        """From any thread, without waiting: SIGKILL every process of the
-        sandbox. The driver sees the browser's pipe close, so a call waiting
-        on it fails at once. The owner still calls close() (which then finds
-        little to do)."""
         for pid in self.process_ids():
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
 
-    def close(self) -> None:
-        """End the browser and the app, wait until every process of the
-        sandbox is gone, and let go of the shared driver. Idempotent."""
-        pidfds = _pidfds(self.process_ids())
+    def _before_close(self) -> None:
+        self._closing = _pidfds(self.process_ids())
+
+    def _teardown(self) -> None:
+        pidfds, self._closing = self._closing, {}
         try:
-            if self.browser is not None and self.host is not None:
-                try:
-                    self.host.run(self.browser.close(), timeout=EXIT_GRACE_S)
-                except Exception:  # a crashed browser is closed already
-                    pass
-            self.browser = None
             # Chromium has gone; the driver reaps the wrapper it started.
             _wait_exited(pidfds, EXIT_GRACE_S)
             _wait_reaped(list(pidfds), EXIT_GRACE_S)
@@ -519,13 +653,24 @@ class BrowserSandbox:
         finally:
             for fd in pidfds.values():
                 os.close(fd)
-            shutil.rmtree(self._tmp, ignore_errors=True)
-            if self.host is not None:
-                host, self.host = self.host, None
-                host.release()
+            if self.cgroup is not None:
+                self.cgroup.remove()
 
-    def __enter__(self) -> BrowserSandbox:
-        return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+def open_browser_sandbox(runtime: str | Runtime, app: AppSpec, limits: BrowserLimits | None = None) -> BrowserSandbox:
+    """A browser sandbox on `runtime` (a name or a Runtime; its limits default to BrowserLimits())."""
+    name = runtime if isinstance(runtime, str) else runtime.name
+    if name == "local":
+        drop_to = None if isinstance(runtime, str) else getattr(runtime, "drop_to", None)
+        return LocalBrowserSandbox(app, drop_to=drop_to, limits=limits)
+    if name == "docker" and not isinstance(runtime, str):
+        from .browser_container import ContainerBrowserSandbox
+
+        return ContainerBrowserSandbox(app, runtime, limits=limits)
+    raise ValueError(
+        f"runtime {name!r} cannot run the browser envs; supported: {', '.join(BROWSER_RUNTIMES)} "
+        "(pass a Runtime object or one of these names)"
+    )
+
+
+BROWSER_RUNTIMES: Sequence[str] = ("local", "docker", "docker:runsc")

@@ -168,8 +168,14 @@ class DockerRuntime(Runtime):
         return self._stock.count() if self._stock is not None else 0
 
     def _sandbox_pids(self, spec: SandboxSpec) -> int:
-        """The tasks the sandbox may hold (the agent's RLIMIT_NPROC)."""
-        return spec.pids if self.isolation != "runsc" else min(spec.pids, RUNSC_MAX_PIDS)
+        """The tasks the sandbox may hold (the agent's RLIMIT_NPROC). Without
+        process limits (Chromium's threads) a runsc sandbox may hold all of
+        spec.pids: past its memory the sentry dies, and the whole sandbox
+        with it, which its user (the browser) takes as an infrastructure
+        failure and replaces."""
+        if self.isolation != "runsc" or not spec.process_limits:
+            return spec.pids
+        return min(spec.pids, RUNSC_MAX_PIDS)
 
     @functools.cached_property
     def _runsc_platform(self) -> str:
@@ -267,7 +273,8 @@ class DockerRuntime(Runtime):
         else:
             labels.update({f"sandgym.label.{k}": v for k, v in spec.labels.items()})
         config = agent_config(spec)
-        config["limits"]["pids"] = self._sandbox_pids(spec)
+        if spec.process_limits:
+            config["limits"]["pids"] = self._sandbox_pids(spec)
         config["lifetime_s"] = spec.wall_timeout_s + extra_s
         start = time.perf_counter()
         try:

@@ -32,11 +32,17 @@ class ImageRecipe:
     # python3 in full: the agent and the verifier's judge need json,
     # subprocess, tarfile and ctypes, which python3-minimal lacks.
     packages: tuple[str, ...] = ("python3",)
+    # Installed with apt inside the new root after debootstrap, from the
+    # suite, its updates and its security archive: debootstrap reads only
+    # the suite itself, and some packages (Chromium) are kept current only
+    # in the security archive.
+    updated_packages: tuple[str, ...] = ()
 
     @property
     def digest(self) -> str:
         canon = json.dumps(
-            {"recipe": RECIPE_VERSION, "suite": self.suite, "variant": self.variant, "packages": sorted(self.packages)},
+            {"recipe": RECIPE_VERSION, "suite": self.suite, "variant": self.variant, "packages": sorted(self.packages)}
+            | ({"updated_packages": sorted(self.updated_packages)} if self.updated_packages else {}),
             sort_keys=True,
         )
         return hashlib.sha256(canon.encode()).hexdigest()[:16]
@@ -57,6 +63,14 @@ RECIPES = {
         # The base of the OpenEnv server image (sandgym/serve_image.py): its
         # sessions' sandboxes are bubblewrap namespaces inside the container.
         ImageRecipe("python-bwrap", packages=("python3", "bubblewrap")),
+        # The browser family: Debian's Chromium with the host's fonts (the
+        # same glyphs lay pages out as on the local runtime), and Python for
+        # the web app and the launcher.
+        ImageRecipe(
+            "chromium",
+            packages=("python3", "ca-certificates"),
+            updated_packages=("chromium", "fonts-dejavu-core", "fonts-liberation"),
+        ),
     )
 }
 DEFAULT_RECIPE = "python"
@@ -133,6 +147,9 @@ def build(name: str = DEFAULT_RECIPE, force: bool = False, log: Callable[[str], 
             check=True,
             stdout=subprocess.DEVNULL,
         )
+        if recipe_.updated_packages:
+            log(f"{recipe_.tag}: apt-get install {', '.join(recipe_.updated_packages)} (with updates and security)")
+            _apt_install(rootfs, recipe_.suite, recipe_.updated_packages)
         tarball = os.path.join(work, "rootfs.tar")
         subprocess.run(["tar", "-C", rootfs, "--numeric-owner", "-cf", tarball, "."], check=True)
         log(f"{recipe_.tag}: importing")
@@ -152,6 +169,24 @@ def build(name: str = DEFAULT_RECIPE, force: bool = False, log: Callable[[str], 
         shutil.rmtree(work, ignore_errors=True)
     log(f"{recipe_.tag}: built")
     return recipe_.tag
+
+
+def _apt_install(rootfs: str, suite: str, packages: tuple[str, ...]) -> None:
+    sources = (
+        f"deb http://deb.debian.org/debian {suite} main\n"
+        f"deb http://deb.debian.org/debian {suite}-updates main\n"
+        f"deb http://deb.debian.org/debian-security {suite}-security main\n"
+    )
+    with open(os.path.join(rootfs, "etc/apt/sources.list"), "w") as f:
+        f.write(sources)
+    env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    for cmd in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+        ["apt-get", "clean"],
+    ):
+        subprocess.run(["chroot", rootfs, *cmd], check=True, env=env, stdout=subprocess.DEVNULL)
+    shutil.rmtree(os.path.join(rootfs, "var/lib/apt/lists"), ignore_errors=True)
 
 
 def list_images() -> list[dict]:

@@ -465,7 +465,7 @@ class KubernetesRuntime(Runtime):
         # label values may not: they go in one annotation, as JSON.
         annotations = {"sandgym.labels": json.dumps(dict(spec.labels), sort_keys=True)}
         config = agent_config(spec)
-        if self.isolation == "runsc":
+        if self.isolation == "runsc" and spec.process_limits:
             # Each task costs a gVisor sandbox about 5 MB of its memory limit;
             # past it the sentry dies, agent included (runtimes/docker.py).
             config["limits"]["pids"] = min(spec.pids, RUNSC_MAX_PIDS)

@@ -655,15 +655,16 @@ def gc_cmd(
     whose owner died or whose expiry passed; likewise sandbox pods on the
     Kubernetes cluster KUBECONFIG names (namespace: SANDGYM_K8S_NAMESPACE).
     """
-    from .runtimes.browser import reap_orphans
+    from .runtimes.browser import reap_cgroups, reap_orphans
     from .runtimes.local import reap_sandboxes, reap_tempdirs
 
     sandboxes = reap_sandboxes(include_live=all_, owner=owner)
     killed = reap_orphans(include_live=all_, owner_pid=owner)
+    groups = reap_cgroups(include_live=all_, owner_pid=owner)
     folders = reap_tempdirs(include_live=all_, owner=owner)
     console.print(
         f"killed {len(sandboxes)} orphaned local sandbox(es) and {len(killed)} browser-sandbox process(es); "
-        f"removed {len(folders)} temporary folder(s)"
+        f"removed {len(groups)} browser cgroup(s); removed {len(folders)} temporary folder(s)"
         + (": " + ", ".join(str(p) for p in folders[:20]) + (" ..." if len(folders) > 20 else "") if folders else ""),
         highlight=False,
         soft_wrap=True,

@@ -78,7 +78,7 @@ FAMILIES: dict[str, Family] = {
             entry_point="sandgym.envs.browser_form.env:BrowserFormEnv",
             spec_module="sandgym.specs.browser_form",
             default_task_set="basic-v1",
-            image_recipe=None,
+            image_recipe="chromium",
             # sandgym/MiniWoB-<task>-v0: one id per page of the installed miniwob wheel.
             more_envs="sandgym.envs.browser_form.miniwob:register_miniwob",
         ),

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
-from sandgym.runtimes.browser import AppSpec
+from sandgym.runtimes.browser import AppSpec, BrowserLimits
 from sandgym.runtimes.local import owned_tempdir
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
@@ -40,7 +40,7 @@ from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
 from .app.schema import build_database
 from .axtree import to_axtree_txt
-from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
+from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text
 
 if TYPE_CHECKING:
     from playwright._impl._api_structures import SetCookieParam
@@ -137,6 +137,7 @@ class BrowserFormEnv(SandgymEnv):
         screenshot: bool = False,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         observation: str = "text",
+        limits: BrowserLimits | dict[str, float] | None = None,
     ):
         opts = check_options(
             BrowserFormOptions,
@@ -150,7 +151,7 @@ class BrowserFormEnv(SandgymEnv):
         self.max_action_chars = opts.max_action_chars
         self.observation_mode = opts.observation
         self.task_set = load_task_set(tasks)
-        self.session = BrowserSession(form_app(), drop_to=sandbox_owner(runtime))
+        self.session = BrowserSession(form_app(), runtime, BrowserLimits.of(limits))
         self.max_steps = max_steps
         self.verifier_retries = verifier_retries
         self.render_mode = render_mode
@@ -217,7 +218,10 @@ class BrowserFormEnv(SandgymEnv):
         self.session.close_context(wait=False)
         self.session.ensure_browser()
         staged, cookies = self._stage_database(self.task)
-        self.session.close_context()
+        if not self.session.close_context():  # a wedged browser was killed: a new sandbox
+            self.session.close()
+            self.session.ensure_browser()
+            staged, cookies = self._stage_database(self.task)
         self._swap_database(staged)
         # A context made while the last episode's agent acted, which no page has used (the
         # spare loads nothing: the start page needs this episode's database and cookies).
@@ -280,7 +284,7 @@ class BrowserFormEnv(SandgymEnv):
         return self.session.screenshot()
 
     def close(self) -> None:
-        self.session.close()
+        self.session.close_runtime()
         shutil.rmtree(self._snapshots, ignore_errors=True)
 
     def abort(self) -> None:
@@ -322,8 +326,8 @@ class BrowserFormEnv(SandgymEnv):
             cookies.append({"name": "sid", "value": token, "url": self.session.origin, "httpOnly": True})
         sandbox = self.session.sandbox
         assert sandbox is not None  # reset() started the browser
-        if sandbox.drop_to:
-            os.chown(staged, *sandbox.drop_to)
+        if sandbox.app_owner:
+            os.chown(staged, *sandbox.app_owner)
         os.chmod(staged, 0o600)
         return staged, cookies
 

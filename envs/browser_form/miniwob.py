@@ -28,7 +28,7 @@ from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, NoReference, SandgymEnv,
 from sandgym.families import REGISTRATION, default_kwargs
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
-from sandgym.runtimes.browser import AppSpec, stage_tree
+from sandgym.runtimes.browser import AppSpec, BrowserLimits, stage_tree
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet
@@ -37,7 +37,7 @@ from sandgym.verifiers.models import Attempt, Verdict
 
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
 from .env import BROWSERGYM_FIELDS, browsergym_fields, refused_verdict, shown_action
-from .session import ActionRefused, BrowserSession, SessionBroken, failure_text, sandbox_owner
+from .session import ActionRefused, BrowserSession, SessionBroken, failure_text
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -133,6 +133,7 @@ class MiniWoBEnv(SandgymEnv):
         tasks: TaskSet | str | Path | None = None,
         max_action_chars: int = DEFAULT_MAX_ACTION_CHARS,
         observation: str = "text",
+        limits: BrowserLimits | dict[str, float] | None = None,
     ):
         opts = check_options(
             MiniWoBOptions,
@@ -160,7 +161,7 @@ class MiniWoBEnv(SandgymEnv):
         self.task_name = task
         self.max_steps = max_steps
         self.render_mode = render_mode
-        self.session = BrowserSession(miniwob_app(), drop_to=sandbox_owner(runtime))
+        self.session = BrowserSession(miniwob_app(), runtime, BrowserLimits.of(limits))
         keys = ("task", "feedback", *(BROWSERGYM_FIELDS if self.observation_mode == "browsergym" else ()))
         self.observation_space = gym.spaces.Dict({key: UnicodeText() for key in keys})
         self.action_space = UnicodeText()
@@ -379,7 +380,7 @@ class MiniWoBEnv(SandgymEnv):
         return None
 
     def close(self) -> None:
-        self.session.close()
+        self.session.close_runtime()
 
     def abort(self) -> None:
         """From another thread: kill the browser and the app, and cancel the env's waiting Playwright call."""

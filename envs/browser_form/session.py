@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 from sandgym.errors import SandgymError
-from sandgym.runtimes import Runtime, SandboxError
-from sandgym.runtimes.browser import AppSpec, BrowserSandbox
+from sandgym.runtimes import Runtime, SandboxError, get_runtime
+from sandgym.runtimes.browser import BROWSER_RUNTIMES, AppSpec, BrowserLimits, BrowserSandbox, open_browser_sandbox
 
 from .actions import GRAMMAR, NOOP_MAX_MS, Action, ActionError, Target
 
@@ -77,21 +77,26 @@ def failure_text(e: Exception) -> str:
     return str(e.args[0]) if e.args else str(e)
 
 
-def sandbox_owner(runtime: str | Runtime) -> tuple[int, int] | None:
-    """The unprivileged uid/gid the browser runs as, from the runtime the env was given."""
-    name = runtime if isinstance(runtime, str) else getattr(runtime, "name", type(runtime).__name__)
-    if name != "local":
+def browser_runtime(runtime: str | Runtime) -> tuple[str | Runtime, bool]:
+    """The runtime browser sandboxes are made on, and whether this env made it
+    (a name other than 'local' is opened here and closed with the env)."""
+    if not isinstance(runtime, str):
+        return runtime, False
+    if runtime not in BROWSER_RUNTIMES:
         raise ValueError(
-            f"runtime {name!r} cannot run the browser envs; supported: 'local' "
-            "(Chromium and the app in a bubblewrap sandbox with a loopback-only network)"
+            f"runtime {runtime!r} cannot run the browser envs; supported: {', '.join(BROWSER_RUNTIMES)} "
+            "(Chromium and the app in one sandbox with a loopback-only network)"
         )
-    return None if isinstance(runtime, str) else getattr(runtime, "drop_to", None)
+    if runtime == "local":
+        return runtime, False
+    return get_runtime(runtime), True
 
 
 class BrowserSession:
-    def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None):
+    def __init__(self, app: AppSpec, runtime: str | Runtime = "local", limits: BrowserLimits | None = None):
         self.app = app
-        self.drop_to = drop_to
+        self.limits = BrowserLimits.of(limits)
+        self.runtime, self._owns_runtime = browser_runtime(runtime)
         self.sandbox: BrowserSandbox | None = None
         self.context: BrowserContext | None = None
         self.page: Page | None = None
@@ -142,7 +147,7 @@ class BrowserSession:
         for _ in range(LAUNCH_ATTEMPTS):
             if self._aborted:
                 raise SessionBroken("aborted while the browser was starting")
-            sandbox = self._launching = BrowserSandbox(self.app, drop_to=self.drop_to)
+            sandbox = self._launching = open_browser_sandbox(self.runtime, self.app, self.limits)
             try:
                 browser = sandbox.start()
             except SandboxError as e:
@@ -159,6 +164,11 @@ class BrowserSession:
     def _mark_broken(self, why: str) -> None:
         if self.broken is None:
             self.broken = why
+
+    def _broken_text(self, why: str) -> str:
+        """`why`, and the limit the sandbox ran into if it did (a page that ate the memory)."""
+        limit = self.sandbox.exhausted() if self.sandbox is not None else None
+        return f"{why}: {limit}" if limit else why
 
     async def _make_page(self, setup: Setup | None) -> tuple[BrowserContext, Page]:
         """A new BrowserContext (no cookies, storage, cache or service workers of any
@@ -221,21 +231,32 @@ class BrowserSession:
         page.on("crash", lambda p: self._mark_broken("the page crashed") if p is self.page else None)
         return page
 
-    def close_context(self, wait: bool = True) -> None:
+    def close_context(self, wait: bool = True) -> bool:
         """Close the episode's context. `wait=False` closes it in the background (only
-        where no server state is at stake); a close_context() that waits waits for those too."""
+        where no server state is at stake); a close_context() that waits waits for those too.
+        False: a browser that could not close them in time was killed (relaunch it)."""
+        closed = True
         context, self.context, self.page = self.context, None, None
         if context is not None and self.sandbox is not None and self.sandbox.host is not None:
             self._retiring.append(self.sandbox.host.submit(_close_quietly(context)))
         if wait:
             for fut in self._retiring:
                 try:
-                    fut.result()
+                    fut.result(timeout=LOAD_TIMEOUT_MS / 1000)
+                except concurrent.futures.TimeoutError:
+                    # A browser that cannot close a context is wedged: it must not
+                    # serve another episode (and its state must not be swapped under it).
+                    fut.cancel()
+                    self._mark_broken("the browser did not close the last episode's context")
+                    if self.sandbox is not None:
+                        self.sandbox.kill()
+                    closed = False
                 except Exception:
                     pass
             self._retiring = []
         else:
             self._retiring = [f for f in self._retiring if not f.done()]
+        return closed
 
     def close(self) -> None:
         self.close_context()
@@ -249,6 +270,12 @@ class BrowserSession:
         if self.sandbox is not None:
             self.sandbox.close()
             self.sandbox = None
+
+    def close_runtime(self) -> None:
+        """Close the session, and the runtime if the session opened it."""
+        self.close()
+        if self._owns_runtime and not isinstance(self.runtime, str):
+            self.runtime.close()
 
     def abort(self) -> None:
         """From any thread: kill the browser (or the one starting) and its app, and
@@ -266,9 +293,9 @@ class BrowserSession:
     def check_alive(self) -> Page:
         """The page, or SessionBroken if it or the browser died."""
         if self.broken:
-            raise SessionBroken(self.broken)
+            raise SessionBroken(self._broken_text(self.broken))
         if self.sandbox is None or not self.sandbox.alive:
-            raise SessionBroken("the browser is not running")
+            raise SessionBroken(self._broken_text("the browser is not running"))
         if self.page is None or self.page.is_closed():
             raise SessionBroken("the page was closed")
         return self.page
@@ -305,7 +332,7 @@ class BrowserSession:
             text = self.run(page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS))
         except PlaywrightError as e:
             self.check_alive()
-            raise SessionBroken(f"the accessibility snapshot failed: {e}") from e
+            raise SessionBroken(self._broken_text(f"the accessibility snapshot failed: {e}")) from e
         if len(text) > MAX_SNAPSHOT_CHARS:
             text = text[:MAX_SNAPSHOT_CHARS] + f"\n... (snapshot cut at {MAX_SNAPSHOT_CHARS} characters)"
         return text

@@ -1,0 +1,228 @@
+"""The browser envs on every backend that runs them: local (bubblewrap), docker (runc) and docker:runsc (gVisor).
+
+The same tasks, policies, isolation checks and limits on each; Chromium, the
+app and the page run inside the sandbox every time.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+import sandgym  # noqa: F401  (registers the envs)
+from sandgym.envs.browser_form.env import BrowserFormEnv
+from sandgym.envs.browser_form.miniwob import MiniWoBEnv
+from sandgym.runtimes.browser import BrowserLimits
+
+from . import test_env as on_local
+from .test_miniwob import solve
+
+BACKENDS = [
+    pytest.param("local", marks=pytest.mark.chromium, id="local"),
+    pytest.param("docker", marks=[pytest.mark.chromium, pytest.mark.docker], id="docker"),
+    pytest.param("docker:runsc", marks=[pytest.mark.chromium, pytest.mark.docker], id="runsc"),
+]
+MINIWOB = ["click-button", "enter-text", "focus-text", "click-checkboxes"]
+
+# Pages as hostile as the agent could make them (the test puts them there,
+# through the env's own page access): memory without bound, and workers
+# without bound, each holding memory.
+MEMORY_BOMB = """() => {
+  setTimeout(() => { const keep = []; for (;;) keep.push(new Uint8Array(32 << 20).fill(7)); }, 0);
+}"""
+WORKER_BOMB = """() => {
+  const src = URL.createObjectURL(new Blob(['self.keep = new Uint8Array(4 << 20).fill(1);']));
+  const workers = [];
+  setInterval(() => { for (let i = 0; i < 16; i++) workers.push(new Worker(src)); }, 1);
+}"""
+SMALL = BrowserLimits(memory_mb=768, pids=384)
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def env(request):
+    e = BrowserFormEnv(runtime=request.param)
+    e.backend = request.param
+    yield e
+    e.close()
+
+
+def test_every_form_task_oracle_passes_and_null_fails(env):
+    assert len(env.task_set.tasks) >= 23
+    for task in env.task_set.tasks:
+        env.reset(options={"task_id": task.id})
+        _, reward, info = on_local.run(env, task.id, env.oracle_actions())
+        assert info["outcome"] == "passed" and reward == 1.0, (task.id, env.last_verdict.detail)
+        _, reward, info = on_local.run(env, task.id, env.null_actions())
+        assert info["outcome"] == "failed" and reward == 0.0 and info["reward_valid"], task.id
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("task", MINIWOB)
+def test_miniwob_pages_score_their_scripted_policy_and_not_the_null_one(backend, task):
+    env = MiniWoBEnv(task, runtime=backend)
+    try:
+        obs, _ = env.reset(seed=5)
+        goal = obs["task"].split("\n")[0]
+        for action in solve(task, goal, obs["feedback"]):
+            obs, reward, term, _, info = env.step(action)
+        assert term and reward == 1.0 and info["outcome"] == "passed", obs
+        env.reset(seed=6)
+        _, reward, term, _, info = env.step("done()")
+        assert term and reward <= 0 and info["outcome"] == "failed"
+    finally:
+        env.close()
+
+
+# The isolation tests of the local env, on every backend.
+def test_reset_clears_cookies_storage_and_server_data(env):
+    on_local.test_reset_clears_cookies_storage_and_server_data(env)
+
+
+def test_the_next_context_is_made_ahead_and_no_page_used_it_before(env):
+    on_local.test_the_next_context_is_made_ahead_and_no_page_used_it_before(env)
+
+
+def test_page_reaches_only_the_app_not_the_host_loopback(env):
+    on_local.test_page_reaches_only_the_app_not_the_host_loopback(env)
+
+
+def test_forged_client_side_success_does_not_pass(env):
+    on_local.test_forged_client_side_success_does_not_pass(env)
+
+
+def test_the_browser_cannot_open_the_state_folder(env):
+    from playwright.async_api import Error as PlaywrightError
+
+    env.reset(options={"task_id": "forms/login-alice"})
+    assert (env.session.state_dir / "app.sqlite").is_file()  # the host side reads it
+    page = env.session.page
+    for url in ("file:///state/", "file:///state/app.sqlite"):
+        try:
+            env.session.run(page.goto(url))
+        except PlaywrightError:
+            continue  # refused outright
+        shown = env.session.run(page.content())
+        assert "app.sqlite" not in shown and "SQLite format" not in shown, shown[:500]
+    env.step("done()")
+
+
+def inner_id(pid: int, kind: str) -> str:
+    """The uid (gid) process `pid` has in its own user namespace."""
+    return open(f"/proc/{pid}/{kind}_map").read().split()[0]
+
+
+def _container_exec(env, uid: int, cmd: str) -> subprocess.CompletedProcess:
+    sandbox = env.session.sandbox
+    return subprocess.run(
+        ["docker", "exec", "-u", f"{uid}:{uid}", sandbox.container, "sh", "-c", cmd],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_app_is_out_of_the_browsers_reach_but_over_http(env):
+    """Chromium's user (or namespaces) can neither read the app's files nor signal or trace the app."""
+    env.reset(options={"task_id": "forms/login-alice"})
+    sandbox = env.session.sandbox
+    if env.backend == "local":
+        pids = sandbox.process_ids()
+        chromium = next(p for p in pids if open(f"/proc/{p}/comm").read().strip() == "chromium")
+        ns = {p: os.readlink(f"/proc/{p}/ns/pid") for p in pids}
+        app = next(p for p in pids if "python3" == open(f"/proc/{p}/comm").read().strip() and ns[p] != ns[chromium])
+        # In Chromium's own PID namespace (as its uid), the app does not exist.
+        probe = subprocess.run(
+            [
+                "nsenter",
+                f"--target={chromium}",
+                "--user",
+                "--mount",
+                "--pid",
+                f"--setuid={inner_id(chromium, 'uid')}",
+                f"--setgid={inner_id(chromium, 'gid')}",
+                "--",
+                "/usr/bin/python3",
+                "-c",
+                "import os, sys\n"
+                "pids = [p for p in os.listdir('/proc') if p.isdigit() and int(p) != os.getpid()]\n"
+                "names = [open(f'/proc/{p}/cmdline', 'rb').read() for p in pids]\n"
+                "print(sum(b'uvicorn' in n or b'\"app\"' in n for n in names))\n"
+                "try:\n    os.listdir('/state'); print('state', os.listdir('/state'))\nexcept OSError as e:\n"
+                "    print('state refused', e.errno)\n",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert probe.returncode == 0, probe.stderr
+        assert probe.stdout.splitlines()[0] == "0", probe.stdout  # no app process in sight
+        assert "app.sqlite" not in probe.stdout
+        assert app in sandbox.process_ids()  # and it is alive
+    else:
+        app_pid = _container_exec(env, 1001, "pgrep -u 1001 -o python3 || ps -o pid= -u 1001 | head -1")
+        pid = app_pid.stdout.split()[0] if app_pid.stdout.split() else ""
+        if not pid:  # no procps in the image: find it in /proc
+            pid = _container_exec(
+                env, 1000, "for d in /proc/[0-9]*; do grep -q '\"app\"' $d/cmdline 2>/dev/null && basename $d; done"
+            ).stdout.split()[0]
+        as_browser = _container_exec(
+            env,
+            1000,
+            f"ls /state; cat /state/app.sqlite >/dev/null; kill -0 {pid} && echo signalled; cat /proc/{pid}/environ",
+        )
+        assert "Permission denied" in as_browser.stderr and "app.sqlite" not in as_browser.stdout
+        assert "signalled" not in as_browser.stdout and "Operation not permitted" in as_browser.stderr
+        assert "SANDGYM_APP_STATE" not in as_browser.stdout
+    # And over HTTP, the app still answers.
+    assert env.session.evaluate("async () => (await fetch('/login')).status") == 200
+    env.step("done()")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("bomb", ["memory", "workers"])
+def test_a_page_that_exhausts_its_limits_is_env_error_and_the_next_episode_is_healthy(backend, bomb):
+    env = BrowserFormEnv(runtime=backend, limits=SMALL)
+    try:
+        env.reset(options={"task_id": "forms/login-alice"})
+        env.session.evaluate(MEMORY_BOMB if bomb == "memory" else WORKER_BOMB)
+        for _ in range(env.max_steps):
+            _, reward, term, trunc, info = env.step("noop(1000)")
+            if term or trunc:
+                break
+        assert info["outcome"] == "env_error" and not info["reward_valid"] and reward == 0.0, env.last_verdict.detail
+        if bomb == "memory":
+            assert "ran out of memory (limit 768 MB)" in env.last_verdict.detail
+        # The same env (worker) goes on: a new sandbox, a passing episode.
+        env.reset(options={"task_id": "forms/login-alice"})
+        _, reward, info = on_local.run(env, "forms/login-alice", env.oracle_actions())
+        assert info["outcome"] == "passed" and reward == 1.0
+    finally:
+        env.close()
+
+
+@pytest.mark.chromium
+@pytest.mark.docker
+@pytest.mark.parametrize("backend", ["docker", "docker:runsc"])
+def test_close_leaves_no_container_and_no_state(backend):
+    import docker
+
+    env = BrowserFormEnv(runtime=backend)
+    try:
+        env.reset(options={"task_id": "forms/login-alice"})
+        sandbox = env.session.sandbox
+        client = docker.from_env()
+        name = sandbox.container
+        container = client.containers.get(name)
+        assert container.status == "running"
+        # The limits are the container's.
+        host = container.attrs["HostConfig"]
+        assert host["Memory"] >= sandbox.limits.memory_mb * 2**20 and host["NetworkMode"] == "none"
+        assert host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"]
+    finally:
+        env.close()
+    with pytest.raises(docker.errors.NotFound):
+        client.containers.get(name)
+    assert sandbox.process_ids() == []  # no `docker exec` client left either
+    assert not sandbox.state_dir.exists()
