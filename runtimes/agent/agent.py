@@ -763,6 +763,10 @@ def serve(cfg):
                 header = {"ok": False, "error": f"{type(e).__name__}: {e}"}
             try:
                 read_body()  # an op that failed early leaves its body unread
+                # The job's stdin is with its command by now: wiped before the
+                # reply goes out, so no copy is left once the host has it.
+                for buf in consumed:
+                    wipe(buf)
                 send_frame(out_fd, header, parts)
                 if passed is not None:
                     import socket
