@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandgym.envs.swe_repo.hiding import Target, Unhideable, hide_tests, target_of, targets_by_file
+from sandgym.envs.swe_repo.hiding import Definitions, Target, Unhideable, hide_tests, target_of
 from sandgym.envs.swe_repo.issues import (
     Repro,
     changed_lines,
@@ -60,6 +60,24 @@ class Package:
     suite_s: float
     factory_source: str
     collect_errors: frozenset[str] = frozenset()  # modules that fail to import in the pristine tree too
+    _definitions: Definitions | None = None
+
+    def definitions(self) -> Definitions:
+        """Where the test methods are defined (base classes too), read once
+        from the pristine tree; call with the repository lock held."""
+        if self._definitions is None:
+            from sandgym.verifiers.swe_repo.host import protected_reason
+
+            texts = {}
+            for p in sorted(self.tree.rglob("*.py")):
+                rel = p.relative_to(self.tree).as_posix()
+                if ".git" not in p.relative_to(self.tree).parts and protected_reason(rel) is not None:
+                    try:
+                        texts[rel] = p.read_text(encoding="utf-8")
+                    except (OSError, UnicodeDecodeError):
+                        continue
+            self._definitions = Definitions(texts)
+        return self._definitions
 
 
 def apply_all(text: str, mutations: list[Mutation]) -> str:
@@ -153,12 +171,22 @@ def assemble(
     min_held_out: int = 1,
 ) -> tuple[SWETaskPair, str]:
     """(the task, its diff key). Raises Dropped."""
-    # 1. hide every failing test's definition (whole parametrized functions).
-    by_file = targets_by_file(f2p)
-    hidden_targets: set[Target] = {t for ts in by_file.values() for t in ts}
+    # 1. hide every failing test's definition (whole parametrized functions;
+    # an inherited test method in the base class that defines it).
     with repo_lock:  # another thread may have a file of the pristine tree changed for a diff
+        defs = pkg.definitions()
+        by_file: dict[str, list[Target]] = {}
+        for t in f2p:
+            try:
+                target = defs.resolve(target_of(t))
+            except Unhideable as e:
+                raise Dropped("unhideable", str(e)[:200]) from None
+            if target not in by_file.setdefault(target.path, []):
+                by_file[target.path].append(target)
+        hidden_targets: set[Target] = {t for ts in by_file.values() for t in ts}
+        test_files = sorted({t.split("::")[0] for t in f2p})  # where pytest finds the failing tests
         try:
-            pristine = read_texts(pkg.tree, set(by_file) | {m.path for m in mutations})
+            pristine = read_texts(pkg.tree, set(by_file) | set(test_files) | {m.path for m in mutations})
         except (OSError, UnicodeDecodeError) as e:
             raise Dropped("unhideable", str(e)[:200]) from None
     test_texts: dict[str, str] = {}
@@ -168,8 +196,14 @@ def assemble(
         except (Unhideable, SyntaxError, UnicodeDecodeError) as e:
             raise Dropped("unhideable", str(e)[:200]) from None
     failing = set(f2p)
-    hidden_pass = [t for t in pkg.usable if t not in failing and target_of(t) in hidden_targets]
-    neighbours = [t for t in pkg.usable if t.split("::")[0] in by_file and t not in failing and t not in hidden_pass]
+    hidden_pass = [
+        t for t in pkg.usable if t not in failing and "::" in t and defs.resolve(target_of(t)) in hidden_targets
+    ]
+    neighbours = [
+        t
+        for t in pkg.usable
+        if t.split("::")[0] in {*by_file, *test_files} and t not in failing and t not in hidden_pass
+    ]
     rng = random.Random(task_id)
     p2p = sorted(_sample(rng, hidden_pass, LIST_CAP // 2) + _sample(rng, neighbours, LIST_CAP // 2))
     # 2. patches: base (pristine -> start), gold (start -> pristine source), test patch.
@@ -204,7 +238,7 @@ def assemble(
             shown,
             details,
             "".join(forward[p] for p in src_paths),
-            lambda p: p in by_file or p.startswith(("tests/", "test/")),
+            lambda p: p in by_file or p in test_files or p.startswith(("tests/", "test/")),
             total=len(listed),
             hidden=True,
         )
@@ -223,7 +257,9 @@ def assemble(
     if any(s in text for s in secrets if s not in ("pass", "continue", "break", "return", "else:")):
         raise Dropped("quoted", "the issue text quotes a changed line")
     if level != "located":
-        named = names_any(text, sorted({target_of(t).name for t in f2p} | set(src_paths) | set(test_paths)))
+        named = names_any(
+            text, sorted({target_of(t).name for t in f2p} | set(src_paths) | set(test_paths) | set(test_files))
+        )
         if named:
             raise Dropped("quoted", f"the {level} text names {named[:3]}")
     functions = {f"{m.path}:{m.function}" for m in mutations}
@@ -244,7 +280,7 @@ def assemble(
             repo=pkg.source,
             environment=pkg.environment,
             base_patch=base_patch,
-            visible_tests=sorted(by_file),
+            visible_tests=test_files,
             timeout_s=timeout_s,
             source=pkg.factory_source,
             tags=["mutation", *ops, pkg.name, f"issue:{level}", *(["combined"] if len(mutations) > 1 else [])],

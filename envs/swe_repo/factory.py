@@ -46,6 +46,9 @@ from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_s
 
 FACTORY_VERSION = 2  # 2: hidden failing tests, held-out tests, issue levels, combined bugs
 PIN_PYTEST = "pytest==8.3.4"  # the verifier's base requirement; resolved pins must agree with it
+# What that pytest imports before any test: a package of these names is
+# shadowed by pytest's own copy in the venv, so no mutant of it can fail a test.
+PYTEST_IMPORTS = {"pytest", "iniconfig", "packaging", "pluggy", "exceptiongroup", "tomli", "colorama", "pygments"}
 # Dependency names that are tooling around tests, not needed to run them here
 # (coverage and linters; benchmark plugins; the runner's own pytest).
 TOOLING = {
@@ -88,6 +91,9 @@ REQUIREMENT_FILES = (
     "tests/requirements.txt",
 )
 MAX_F2P_SHARE = 0.5  # a mutant failing more of the suite breaks the package, not one behaviour
+# Single mutants that never go into a combination: too broad alone already, or
+# failing a test that cannot be hidden (the combination would fail it too).
+NOT_COMBINED = ("too_broad", "unhideable")
 
 
 class FactoryError(SandgymError, RuntimeError):
@@ -305,8 +311,25 @@ def pin_requirements(requirements: list[str]) -> list[str]:
         return {_norm(i["metadata"]["name"]): i["metadata"]["version"] for i in report.get("install", [])}
 
     base = resolve([PIN_PYTEST])
-    full = resolve([PIN_PYTEST, *requirements])
+    try:
+        full = resolve([PIN_PYTEST, *requirements])
+    except FactoryError:
+        # A lock file (pip-compile's requirements/tests.txt) pins another pytest
+        # and its dependencies: the names without their versions, resolved anew.
+        loose = [loosen(r) for r in requirements]
+        if loose == requirements:
+            raise
+        full = resolve([PIN_PYTEST, *loose])
     return sorted(f"{n}=={v}" for n, v in full.items() if base.get(n) != v)
+
+
+def loosen(req: str) -> str:
+    """`foo[bar]==1.2; python_version < "3.12"` -> `foo[bar]; python_version < "3.12"`."""
+    spec, sep, marker = req.partition(";")
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)\s*(\[[^\]]*\])?", spec)
+    if not m or "@" in spec:
+        return req.strip()
+    return (m.group(1) + (m.group(2) or "").replace(" ", "") + (f"; {marker.strip()}" if sep else "")).strip()
 
 
 def detect_import_root(tree: Path) -> str:
@@ -392,6 +415,11 @@ def diff_of(repo, path: str, new_text: str) -> tuple[str, str]:
 def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Package:
     from sandgym.verifiers.swe_repo.host import run_tests
 
+    if _norm(name) in PYTEST_IMPORTS:
+        raise FactoryError(
+            f"{name}=={version}: pytest imports its own copy of {name} before the tests run, "
+            "so the tests never see a mutant; pick a package pytest does not depend on"
+        )
     url, sha = find_sdist(name, version)
     source = RepoSource(kind="pypi", name=name, version=version, sdist_url=url, sdist_sha256=sha)
     tree = pristine_tree(source, work / "pristine")
@@ -722,7 +750,7 @@ class _Run:
                 self.broke |= cand.functions
             if out.kind == "invalid":
                 self.log(f"dropped {cand.task_id}: {out.detail}")
-        if not combined and out.failing and out.kind != "too_broad":
+        if not combined and out.failing and out.kind not in NOT_COMBINED:
             self.failing[cand.key] = (cand.mutations[0], set(out.failing))
         if self.book:
             rec = {
@@ -783,7 +811,7 @@ class _Run:
         in_flight: set[str] = set()
         for _, m in queue:
             rec = self.book.entries.get(m.key) if self.book else None
-            if rec and rec.get("failing") and rec.get("outcome") != "too_broad":
+            if rec and rec.get("failing") and rec.get("outcome") not in NOT_COMBINED:
                 self.failing[m.key] = (m, set(rec["failing"]))
 
         def next_candidate() -> Candidate | None:
@@ -834,8 +862,7 @@ class _Run:
         prefix = f"{self.pkg.name}-{self.pkg.version}"
         used: set[str] = set()  # each mutant leads at most one combination
         # Ids go on after the highest one an earlier (killed) run gave out.
-        given = [r.get("task_id", "") for r in (self.book.entries.values() if self.book else ())]
-        base = max([int(t.rsplit("-", 1)[1]) for t in given if "/combo-" in t] + [0])
+        base = last_combination_number(self.book.entries.values() if self.book else ())
         made = [0]
 
         def next_candidate() -> Candidate | None:
@@ -865,6 +892,17 @@ class _Run:
                 )
 
         self._pool(next_candidate, want, 4 * want)
+
+
+def last_combination_number(entries) -> int:
+    """The highest `combo-NNNN` an earlier run gave out. Journals written
+    before entries carried `task_id` have the id only in a kept task."""
+    numbers = [0]
+    for r in entries:
+        task_id = r.get("task_id") or (r.get("task") or {}).get("visible", {}).get("id", "")
+        if "/combo-" in task_id:
+            numbers.append(int(task_id.rsplit("-", 1)[1]))
+    return max(numbers)
 
 
 def write_task_set(tasks: list[TaskPair], out: Path, name: str = "", description: str = "") -> TaskSet:

@@ -102,3 +102,67 @@ def targets_by_file(test_ids: list[str]) -> dict[str, list[Target]]:
         if target not in out.setdefault(target.path, []):
             out[target.path].append(target)
     return out
+
+
+class Definitions:
+    """Where test methods are defined. A unittest-style suite often defines
+    its tests once in a mixin or base class (in the same file or another test
+    module) and runs them in several subclasses: pytest's id names the
+    subclass (or a class imported into it), the definition to hide is in the
+    base. `resolve` follows the bases by name, through the test files given;
+    a base it cannot place (defined outside them, or under the same name in
+    two files) leaves the target as it is, and hiding it then raises
+    `Unhideable`."""
+
+    def __init__(self, texts: dict[str, str]):
+        self.trees: dict[str, ast.Module] = {}
+        self.classes: dict[str, list[str]] = {}  # top-level class name -> files defining it
+        for path, source in sorted(texts.items()):
+            try:
+                tree = ast.parse(source)
+            except (SyntaxError, ValueError):
+                continue
+            self.trees[path] = tree
+            for stmt in tree.body:
+                if isinstance(stmt, ast.ClassDef):
+                    self.classes.setdefault(stmt.name, []).append(path)
+        self._cache: dict[Target, Target] = {}
+
+    def resolve(self, target: Target) -> Target:
+        if target not in self._cache:
+            tree = self.trees.get(target.path)
+            found = None
+            if tree is not None and len(target.scope) == 1 and _find(tree.body, target.scope, target.name) is None:
+                found = self._inherited(target.path, target.scope[0], target.name, set())
+            self._cache[target] = found or target
+        return self._cache[target]
+
+    def _class(self, path: str, name: str) -> ast.ClassDef | None:
+        found = None
+        for stmt in self.trees[path].body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name == name:
+                found = stmt  # the last definition is the one Python keeps
+        return found
+
+    def _inherited(self, path: str, cls: str, name: str, seen: set[tuple[str, str]]) -> Target | None:
+        if (path, cls) in seen:
+            return None
+        seen.add((path, cls))
+        node = self._class(path, cls)
+        if node is None:
+            # A class imported into the test module (pytest collects it there too).
+            where = [p for p in self.classes.get(cls, []) if p != path]
+            return self._inherited(where[0], cls, name, seen) if len(where) == 1 else None
+        if _find(node.body, (), name) is not None:
+            return Target(path, (cls,), name)
+        for base in node.bases:  # depth first, left to right: Python's order for simple hierarchies
+            base_name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else ""
+            if not base_name:
+                continue
+            where = [path] if self._class(path, base_name) is not None else self.classes.get(base_name, [])
+            if len(where) != 1:
+                continue  # unknown (a library's class such as unittest.TestCase) or ambiguous
+            found = self._inherited(where[0], base_name, name, seen)
+            if found is not None:
+                return found
+        return None

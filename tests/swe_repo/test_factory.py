@@ -216,6 +216,42 @@ def _first_hunk(patch: str) -> str:
     return head + "\n@@" + hunks[0].rstrip("\n") + "\n"
 
 
+def test_packages_pytest_imports_itself_are_refused_before_any_download(tmp_path):
+    """iniconfig's 152 mutants all survived: pytest had imported its own copy first."""
+    from sandgym.envs.swe_repo.factory import FactoryStats, prepare
+
+    for name in ("iniconfig", "Pluggy"):
+        with pytest.raises(FactoryError, match="pytest imports its own copy"):
+            prepare(name, "1.0", tmp_path, None, FactoryStats(), print)
+    assert not any(tmp_path.iterdir())
+
+
+def test_combination_ids_go_on_after_old_journal_entries():
+    """Journals from before `task_id` was recorded (inflection's) hold the id
+    in the kept task only; a resumed run reused combo-0001..0003."""
+    from sandgym.envs.swe_repo.factory import last_combination_number
+
+    old = [
+        {"key": "a+b", "outcome": "kept", "task": {"visible": {"id": "pkg-1.0/combo-0003"}}},
+        {"key": "c", "outcome": "kept", "task": {"visible": {"id": "pkg-1.0/mut-0009"}}},
+        {"key": "d+e", "outcome": "invalid"},
+    ]
+    assert last_combination_number(old) == 3
+    assert last_combination_number([*old, {"key": "f+g", "task_id": "pkg-1.0/combo-0007"}]) == 7
+    assert last_combination_number([]) == 0
+
+
+def test_lock_file_pins_are_loosened_to_names_keeping_extras_and_markers():
+    """A pip-compile lock pins another pytest's dependencies (itsdangerous'
+    requirements/tests.txt: pluggy==1.4.0); the retry keeps names, extras and markers."""
+    from sandgym.envs.swe_repo.factory import loosen
+
+    assert loosen("pluggy==1.4.0") == "pluggy"
+    assert loosen('foo[bar, baz]>=1.2; python_version < "3.12"') == 'foo[bar,baz]; python_version < "3.12"'
+    assert loosen("six") == "six"
+    assert loosen("x @ https://example.org/x.whl") == "x @ https://example.org/x.whl"  # a direct reference stays
+
+
 def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     """The command as a user runs it: PyPI download, sandboxed test runs, verifier
     validation; hidden failing tests, issue levels, a combined bug, resumable."""
@@ -441,6 +477,64 @@ def test_hiding_takes_out_whole_definitions_and_keeps_a_module():
         hide_tests(TEST_FILE, targets_by_file(["tests/test_d.py::test_inherited"])["tests/test_d.py"])
 
 
+MIXIN_FILE = """\
+import unittest
+
+
+class CacheTestMixin:
+    def test_size(self):
+        assert self.make().size == 0
+
+    def test_clear(self):
+        assert self.make().clear() is None
+
+
+class Deeper(CacheTestMixin):
+    pass
+"""
+
+SUBCLASS_FILE = """\
+import unittest
+
+from . import CacheTestMixin
+from . import mixins
+
+
+class LRUTest(unittest.TestCase, CacheTestMixin):
+    def test_clear(self):  # overrides the mixin's
+        assert True
+
+
+class FIFOTest(unittest.TestCase, mixins.Deeper):
+    pass
+"""
+
+
+def test_inherited_test_methods_are_hidden_where_they_are_defined():
+    from sandgym.envs.swe_repo.hiding import Definitions, Target, Unhideable, hide_tests, target_of
+
+    defs = Definitions(
+        {"tests/__init__.py": MIXIN_FILE, "tests/test_lru.py": SUBCLASS_FILE, "tests/test_d.py": TEST_FILE}
+    )
+    mixin = Target("tests/__init__.py", ("CacheTestMixin",), "test_size")
+    # Through an imported name, and through a module attribute and a second base class.
+    assert defs.resolve(target_of("tests/test_lru.py::LRUTest::test_size")) == mixin
+    assert defs.resolve(target_of("tests/test_lru.py::FIFOTest::test_size")) == mixin
+    # A class imported into the test module is collected there too (itsdangerous' test_timed.py).
+    assert defs.resolve(target_of("tests/test_lru.py::CacheTestMixin::test_size")) == mixin
+    # An override is its own definition; functions and unknown names stay as they are.
+    own = target_of("tests/test_lru.py::LRUTest::test_clear")
+    assert defs.resolve(own) == own
+    assert defs.resolve(target_of("tests/test_d.py::test_zero")) == target_of("tests/test_d.py::test_zero")
+    unknown = target_of("tests/test_lru.py::LRUTest::test_assert_equal")  # unittest's, not in the tree
+    assert defs.resolve(unknown) == unknown
+    with pytest.raises(Unhideable):
+        hide_tests(SUBCLASS_FILE, [unknown])
+    text = hide_tests(MIXIN_FILE, [mixin])
+    ast.parse(text)
+    assert "def test_size" not in text and "def test_clear" in text and "class Deeper(CacheTestMixin):" in text
+
+
 def test_symptom_reproduction_from_a_parametrized_failure():
     from sandgym.envs.swe_repo.issues import names_any, reproduction, write_minimal, write_symptom
 
@@ -478,7 +572,7 @@ def test_symptom_reproduction_from_a_parametrized_failure():
 # -- the shipped pypi-v2 set ------------------------------------------------------------
 
 SHIPPED_V2 = SHIPPED.parent / "pypi-v2"
-V2_MIN_TASKS, V2_MIN_PACKAGES = 90, 10  # what the shipped set reaches (docs/families/swe_repo.md)
+V2_MIN_TASKS, V2_MIN_PACKAGES = 450, 30  # what the shipped set reaches (docs/families/swe_repo.md)
 
 
 def _v2_tasks():
@@ -506,24 +600,29 @@ def test_v2_set_hides_its_tests_and_records_difficulty():
             assert any(line.startswith(f"def {target_of(test_id).name}(") for line in removed) or (
                 f"def {target_of(test_id).name}(" in v.base_patch
             ), (t.id, test_id)
-        for line in changed_lines(h.patch):
-            assert line not in v.problem_statement, t.id
+        for line in changed_lines(h.patch):  # the factory's rule: keywords alone ("pass") are no quote
+            assert line in ("pass", "continue", "break", "return", "else:") or line not in v.problem_statement, t.id
         if d.issue_level != "located":
             names = {target_of(x).name for x in h.FAIL_TO_PASS} | {target_of(x).path for x in h.FAIL_TO_PASS}
             assert not names_any(v.title + v.problem_statement, sorted(names)), t.id
     # Small specs: references and patches, no package source.
     size = sum(f.stat().st_size for f in SHIPPED_V2.rglob("*.yaml"))
-    # The hidden tests' code is in the spec twice (taken out by base_patch, put back by test_patch).
-    assert size / len(ts) < 20_000, size / len(ts)
+    # The hidden tests' code is in the spec twice (taken out by base_patch, put back by test_patch);
+    # prettytable's and h11's hidden tests hold long expected outputs (up to 200 KB a task).
+    assert size / len(ts) < 30_000, size / len(ts)
 
 
 def _v2_one_per_package():
-    seen, out = set(), []
+    """One task per package (`tasks validate` checks them all): a combined one
+    for every other package, so both kinds are in the sample."""
+    by_pkg: dict[str, list] = {}
     for t in _v2_tasks():
-        key = (t.visible.repo.name, "combined" in t.visible.tags)
-        if key not in seen:
-            seen.add(key)
-            out.append(t)
+        by_pkg.setdefault(t.visible.repo.name, []).append(t)
+    out = []
+    for i, name in enumerate(sorted(by_pkg)):
+        tasks = by_pkg[name]
+        combined = [t for t in tasks if "combined" in t.visible.tags]
+        out.append(combined[0] if i % 2 and combined else tasks[0])
     return out
 
 
