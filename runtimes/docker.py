@@ -588,7 +588,7 @@ def reap(include_live_owners: bool = False) -> list[str]:
     client = _docker()
     host = socket.gethostname()
     removed = []
-    for c in client.containers.list(all=True, filters={"label": OWNER_LABEL}):
+    for c in client.containers.list(all=True, filters={"label": OWNER_LABEL}, ignore_removed=True):
         owner = c.labels.get(OWNER_LABEL, "")
         expired = float(c.labels.get(EXPIRES_LABEL, "0") or 0) < time.time()
         owner_host, _, pid = owner.partition(":")

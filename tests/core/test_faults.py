@@ -250,7 +250,7 @@ def test_containers_killed_mid_run_are_retried_not_scored(clean, tmp_path):
     killed = 0
     end = None
     while run.proc.poll() is None and (end is None or time.monotonic() < end):
-        for c in client.containers.list(filters=mine):
+        for c in client.containers.list(filters=mine, ignore_removed=True):
             with contextlib.suppress(docker.errors.APIError):
                 c.kill()
                 killed += 1
@@ -263,7 +263,7 @@ def test_containers_killed_mid_run_are_retried_not_scored(clean, tmp_path):
     got = {(r.task_id, r.epoch): r.outcome for r in recs}
     assert all(got[k] == expected[k] for k in got if got[k] != "env_error")
     run.assert_nothing_left()
-    assert client.containers.list(all=True, filters=mine) == []
+    assert client.containers.list(all=True, filters=mine, ignore_removed=True) == []
     if "env_error" in got.values():
         again = Eval(tmp_path, *args, "--resume")
         assert again.wait() == 0, again.output()

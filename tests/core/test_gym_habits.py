@@ -50,7 +50,7 @@ def containers_of(pids: set[int]) -> list[str]:
     client = docker.from_env()
     try:
         owners = {f"{socket.gethostname()}:{p}" for p in pids}
-        listed = client.containers.list(all=True, filters={"label": "sandgym.owner"})
+        listed = client.containers.list(all=True, filters={"label": "sandgym.owner"}, ignore_removed=True)
         return [c.name for c in listed if c.labels.get("sandgym.owner") in owners]
     finally:
         client.close()

@@ -51,7 +51,7 @@ def rt(request):
 def sandgym_containers() -> list:
     import docker
 
-    return docker.from_env().containers.list(all=True, filters={"label": f"{OWNER_LABEL}"})
+    return docker.from_env().containers.list(all=True, filters={"label": f"{OWNER_LABEL}"}, ignore_removed=True)
 
 
 def sandgym_sandboxes() -> set[str]:

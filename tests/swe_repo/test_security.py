@@ -88,7 +88,9 @@ def our_containers() -> set[str]:
 
     from sandgym.runtimes.docker import OWNER_LABEL, owner_label
 
-    found = docker.from_env().containers.list(all=True, filters={"label": f"{OWNER_LABEL}={owner_label()}"})
+    found = docker.from_env().containers.list(
+        all=True, filters={"label": f"{OWNER_LABEL}={owner_label()}"}, ignore_removed=True
+    )
     return {c.name for c in found}
 
 
