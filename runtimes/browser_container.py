@@ -77,7 +77,7 @@ class ContainerBrowserSandbox(BrowserSandbox):
         return SandboxSpec(
             image="recipe:chromium",
             memory_mb=lim.memory_mb,
-            cpus=lim.cpus,
+            cpus=min(lim.cpus, os.cpu_count() or 1),  # the Engine refuses more than the host has
             pids=lim.pids,
             disk_mb=lim.disk_mb,
             process_limits=False,
