@@ -361,7 +361,6 @@ class BrowserSandbox:
     wrapper Playwright starts as the browser, how to kill and tear down.
     """
 
-    backend = ""
     # Chromium's own sandbox (its renderers in namespaces of their own);
     # off where the container's seccomp profile refuses user namespaces.
     chromium_sandbox = True
@@ -416,6 +415,17 @@ class BrowserSandbox:
 
     def _prepare(self) -> None:
         """Make the sandbox before Chromium starts (e.g. a container and its app)."""
+
+    def process_ids(self) -> list[int]:
+        """The host processes of the sandbox."""
+        raise NotImplementedError
+
+    def _kill_host_processes(self) -> None:
+        for pid in self.process_ids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def kill(self) -> None:
         """From any thread, without waiting: end every process of the sandbox.
@@ -509,8 +519,6 @@ class LocalBrowserSandbox(BrowserSandbox):
     non-dumpable (so Chromium's uid cannot ptrace it or read its memory or
     files through /proc), and the state folder is an empty tmpfs in
     Chromium's view."""
-
-    backend = "local"
 
     def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, limits: BrowserLimits | None = None):
         bwrap = shutil.which("bwrap")
@@ -628,11 +636,7 @@ class LocalBrowserSandbox(BrowserSandbox):
         return total
 
     def kill(self) -> None:
-        for pid in self.process_ids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        self._kill_host_processes()
 
     def _before_close(self) -> None:
         self._closing = _pidfds(self.process_ids())

@@ -21,7 +21,6 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import threading
 from typing import TYPE_CHECKING
 
@@ -51,7 +50,6 @@ PYTHON = ["python3", "-I", "-S", f"{LAUNCHER_DIR}/launcher.py"]
 
 
 class ContainerBrowserSandbox(BrowserSandbox):
-    backend = "docker"
     chromium_sandbox = False
     # Docker's /dev/shm is 64 MB; Chromium's shared memory goes to /tmp (the limit's tmpfs).
     extra_args = ("--disable-dev-shm-usage",)
@@ -67,10 +65,6 @@ class ContainerBrowserSandbox(BrowserSandbox):
         super().__init__(app, (APP_UID, APP_UID), limits)
         self.sandbox: Sandbox | None = None
         self.container = ""
-
-    @property
-    def backend_name(self) -> str:
-        return f"docker:{self.runtime.isolation}"
 
     def _spec(self) -> SandboxSpec:
         lim = self.limits
@@ -116,20 +110,13 @@ class ContainerBrowserSandbox(BrowserSandbox):
         except Exception:  # removed meanwhile; the client's socket closed
             pass
         if self.container == container:
-            self._kill_cli()
+            self._kill_host_processes()
 
     def process_ids(self) -> list[int]:
         """Host processes of this sandbox: the `docker exec` clients that carry its marker
         (what runs in the container is the container's)."""
         needle = f"{MARKER_ENV}={self.id}".encode()
         return [pid for pid, env in environs() if needle in env]
-
-    def _kill_cli(self) -> None:
-        for pid in self.process_ids():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
     def _wrapper_script(self) -> str:
         env = [x for k, v in self._env().items() for x in ("-e", f"{k}={v}")]
@@ -191,7 +178,7 @@ class ContainerBrowserSandbox(BrowserSandbox):
             return 0
 
     def kill(self) -> None:
-        self._kill_cli()
+        self._kill_host_processes()
         container = self.container
         if not container:
             return
@@ -210,4 +197,4 @@ class ContainerBrowserSandbox(BrowserSandbox):
             sandbox, self.sandbox = self.sandbox, None
             sandbox.close()
         self.container = ""
-        self._kill_cli()
+        self._kill_host_processes()

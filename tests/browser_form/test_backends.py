@@ -17,7 +17,7 @@ from sandgym.envs.browser_form.miniwob import MiniWoBEnv
 from sandgym.runtimes.browser import BrowserLimits
 
 from . import test_env as on_local
-from .test_miniwob import solve
+from .test_miniwob import scripted_passes_and_null_fails
 
 BACKENDS = [
     pytest.param("local", marks=pytest.mark.chromium, id="local"),
@@ -64,13 +64,7 @@ def test_miniwob_pages_score_their_scripted_policy_and_not_the_null_one(backend,
     env = MiniWoBEnv(task, runtime=backend)
     try:
         obs, _ = env.reset(seed=5)
-        goal = obs["task"].split("\n")[0]
-        for action in solve(task, goal, obs["feedback"]):
-            obs, reward, term, _, info = env.step(action)
-        assert term and reward == 1.0 and info["outcome"] == "passed", obs
-        env.reset(seed=6)
-        _, reward, term, _, info = env.step("done()")
-        assert term and reward <= 0 and info["outcome"] == "failed"
+        scripted_passes_and_null_fails(env, task, obs)
     finally:
         env.close()
 

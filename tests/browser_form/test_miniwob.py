@@ -37,6 +37,17 @@ def solve(task: str, goal: str, snap: str) -> list[str]:
     raise AssertionError(task)
 
 
+def scripted_passes_and_null_fails(env, task: str, obs: dict) -> None:
+    """From a reset's observation: the scripted solution scores; a wrong (empty) answer on another seed does not."""
+    goal = obs["task"].split("\n")[0]
+    for action in solve(task, goal, obs["feedback"]):
+        obs, reward, term, trunc, info = env.step(action)
+    assert term and reward == 1.0 and info["outcome"] == "passed", obs
+    env.reset(seed=6)
+    _, reward, term, _, info = env.step("done()")
+    assert term and reward <= 0 and info["outcome"] == "failed"
+
+
 def test_every_page_of_the_wheel_is_registered():
     tasks = miniwob_tasks()
     assert len(tasks) > 100
@@ -51,14 +62,7 @@ def test_scripted_solution_scores(task):
         obs, _ = env.reset(seed=5)
         again, _ = env.reset(seed=5)
         assert again["task"] == obs["task"]  # seeded: the same problem
-        goal = obs["task"].split("\n")[0]
-        for action in solve(task, goal, obs["feedback"]):
-            obs, reward, term, trunc, info = env.step(action)
-        assert term and reward == 1.0 and info["outcome"] == "passed", obs
-        # A wrong (empty) answer scores nothing.
-        env.reset(seed=6)
-        _, reward, term, _, info = env.step("done()")
-        assert term and reward <= 0 and info["outcome"] == "failed"
+        scripted_passes_and_null_fails(env, task, obs)
     finally:
         env.close()
 
