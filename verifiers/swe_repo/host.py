@@ -96,7 +96,7 @@ from sandgym.verifiers.retry import attempts_until_settled
 from sandgym.verifiers.swe_repo.checkout import StartState, start_state, tar_dir
 from sandgym.verifiers.swe_repo.sources import COMPILED_MARK, test_venv
 
-VERIFIER_VERSION = "swe_repo/3"
+VERIFIER_VERSION = "swe_repo/4"
 BOUNDARY_DIR = "/opt/sandgym/swe_verifier"
 VENV_DIR = "/opt/sandgym/venv"
 WORKSPACE = "/workspace"
@@ -672,18 +672,25 @@ PROTECTED_NAMES = {
     "setup.cfg",
     "pyproject.toml",
     ".pytest.ini",
+    # pytest collects neither by default, but a package's own config may
+    # (jsonpointer's and voluptuous's suites are a top-level tests.py).
+    "tests.py",
+    "test.py",
 }
 PROTECTED_DIRS = {"tests", "test", "testing"}
 # Native code runs in the tests' process beyond the reach of any audit hook.
 NATIVE_SUFFIXES = (".so", ".pyd", ".dylib", ".dll")
 
 
-def protected_reason(path: str) -> str | None:
-    """Why the verifier keeps the agent's hands off `path`, or None."""
+def protected_reason(path: str, test_files: frozenset[str] = frozenset()) -> str | None:
+    """Why the verifier keeps the agent's hands off `path`, or None.
+    `test_files`: the files a task's tests are in, whatever their names."""
     parts = PurePosixPath(path).parts
     if not parts:
         return None
     name = parts[-1]
+    if path in test_files:
+        return f"{path}: the task's tests are in it"
     if name in PROTECTED_NAMES:
         return f"{path}: {name} configures or hooks into the test run"
     if name.endswith(".pth"):
@@ -740,7 +747,11 @@ def shadow_reason(path: str, import_root: str, shadowed: frozenset[str], existin
 
 
 def filter_diff(
-    diff: str, import_root: str = ".", shadowed: frozenset[str] = frozenset(), existing: frozenset[str] = frozenset()
+    diff: str,
+    import_root: str = ".",
+    shadowed: frozenset[str] = frozenset(),
+    existing: frozenset[str] = frozenset(),
+    test_files: frozenset[str] = frozenset(),
 ) -> tuple[str, list[str]]:
     """(the diff without protected or unreadable sections, one line per dropped section)."""
     kept, dropped = [], []
@@ -748,7 +759,7 @@ def filter_diff(
         if section.problem:
             dropped.append(f"unreadable diff section ({section.problem}): never applied")
             continue
-        reasons = [r for p in section.paths if (r := protected_reason(p))]
+        reasons = [r for p in section.paths if (r := protected_reason(p, test_files))]
         if section.symlink:
             reasons.append(f"{', '.join(section.paths)}: symlinks are not accepted in a diff")
         if section.adds_file and shadowed:
@@ -991,14 +1002,22 @@ OUTCOME_OF = {
 }
 
 
-def tree_violations(changes: list, environment: TestEnvironment, existing: frozenset[str]) -> list[str]:
+def task_test_files(hidden: SWEHidden) -> frozenset[str]:
+    """The files the task's tests are in (from their node ids)."""
+    files = (t.split("::", 1)[0] for t in (*hidden.FAIL_TO_PASS, *hidden.PASS_TO_PASS))
+    return frozenset(f for f in files if f.endswith(".py"))
+
+
+def tree_violations(
+    changes: list, environment: TestEnvironment, existing: frozenset[str], test_files: frozenset[str] = frozenset()
+) -> list[str]:
     """What the applied diff changed that it must not have, whatever its text said."""
     shadowed = shadowed_names(environment)
     out = []
     for rel, what in changes:
         if what in ("symlink", "special"):
             out.append(f"{rel}: the applied diff made a {what} file")
-        elif reason := protected_reason(rel):
+        elif reason := protected_reason(rel, test_files):
             out.append(f"{reason} (changed in the applied tree)")
         elif what == "added" and (reason := shadow_reason(rel, environment.import_root, shadowed, existing)):
             out.append(f"{reason} (added in the applied tree)")
@@ -1035,6 +1054,7 @@ def _attempt(
         info = start_info(state)
         test_patch = hidden.test_patch if hidden.test_patch.strip() else ""
         patched = set(patch_paths(test_patch)) if test_patch else set()
+        patched |= {p for p in task_test_files(hidden) if p in info.files}
         sentinels = make_sentinels(hidden, set(info.protected) | patched)
         isolation = isolation_for(runtime)
         job = {
@@ -1081,7 +1101,7 @@ def _attempt(
         )
     output = run.output[-4000:]
     violations = list(scan_violations or [])
-    violations += tree_violations(ans.get("tree_changes") or [], task.environment, info.files)
+    violations += tree_violations(ans.get("tree_changes") or [], task.environment, info.files, task_test_files(hidden))
     violations += [f"test file changed while the tests ran: {p}" for p in ans.get("test_file_changes") or []]
     if run.forged:
         violations.append(f"forged verifier record: {run.problem}")
@@ -1151,7 +1171,9 @@ def verify(task, diff: str, runtime: Runtime, retries: int = 2) -> SWEVerdict:
         )
         return _verdict(attempt, [attempt], [], [])
     info = start_info(start_state(visible))
-    kept, dropped = filter_diff(diff, visible.environment.import_root, shadowed_names(visible.environment), info.files)
+    kept, dropped = filter_diff(
+        diff, visible.environment.import_root, shadowed_names(visible.environment), info.files, task_test_files(hidden)
+    )
     scan, scan_violations = scan_diff(kept, info)
     parse_s = round(time.perf_counter() - t0, 4)
     attempts = attempts_until_settled(

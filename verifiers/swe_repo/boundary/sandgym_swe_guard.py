@@ -95,6 +95,15 @@ MUTABLE = {
     # catch_warnings swaps these in and out around every test
     "warnings": ("showwarning", "_showwarnmsg_impl", "_showwarnmsg", "filters", "defaultaction", "_onceregistry"),
 }
+# Machinery entries a library of the test venv may swap while a test runs:
+# freezegun replaces pytest's clock and datetime class with its own (they
+# time the tests and stamp logs, and decide nothing). Only a function or
+# class of trusted code, or the value of arming, is accepted there.
+SWAPPABLE = {
+    "_pytest.timing": ("perf_counter", "time"),
+    "_pytest.logging": ("datetime",),
+    "_pytest.junitxml": ("datetime",),
+}
 O_WRITE = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 FS_EVENTS = {
     "os.chmod": (0,),
@@ -157,6 +166,19 @@ def arm(key, channel_fd, cfg, plugin):
     _type_name = type.__dict__["__name__"].__get__
     _sys = sys
     machinery_names, mutable, o_write, o_rdonly = MACHINERY, dict(MUTABLE), O_WRITE, os.O_RDONLY
+    # (module, key) -> the value pytest put there, of the entries a venv library
+    # may swap (plugins imported later are taken in when pytest is configured).
+    swappable: dict[tuple[str, str], Any] = {}
+
+    swappable_names = _tuple(SWAPPABLE.items())
+
+    def note_swappable():
+        for mod_name, keys in swappable_names:
+            mod = _dict_get(sys_modules, mod_name)
+            for k in keys:
+                if (mod_name, k) not in swappable and _type(mod) is _ModuleType:
+                    swappable[(mod_name, k)] = _dict_get(_module_dict(mod), k)
+
     guard_exit, max_violations, native_modules = GUARD_EXIT, MAX_VIOLATIONS, frozenset(NATIVE_MODULES)
     watched_hooks = WATCHED_HOOKS
     hot_names, full_every = frozenset(HOT), FULL_EVERY
@@ -221,6 +243,9 @@ def arm(key, channel_fd, cfg, plugin):
     kinds: dict[int, tuple[types.CodeType, str]] = {}
     test_codes: set[types.CodeType] = set()  # code objects compiled from test files by trusted code
     compiled_tests: set[str] = set()  # test files compiled in this run
+    # Code objects trusted code renamed after a test file (hypothesis's `given`
+    # gives its wrapper the test's file name): a trusted wrapper, as if unrenamed.
+    relabeled: set[types.CodeType] = set()
     busy: set[int] = set()
     reported: set[str] = set()
     state: dict[str, Any] = {
@@ -443,6 +468,7 @@ def arm(key, channel_fd, cfg, plugin):
         return names
 
     frozen = [snapshot(), snapshot(is_hot)]
+    note_swappable()
     item_classes = {}
     pending: list[type] = [_Item]
     while pending:
@@ -487,16 +513,33 @@ def arm(key, channel_fd, cfg, plugin):
                 return False
         return True
 
+    def trusted_class(v):
+        """Whether `v` is a class all of whose functions are trusted code (freezegun's FakeDatetime)."""
+        if not is_sub(_type(v), _type):
+            return False
+        for c in _chain((_type_mro(v), _type_mro(_type(v)))):  # its metaclass's too
+            for x in _list(_pvalues(_type_dict(c))):
+                x = unwrap(x)
+                if _type(x) is _FunctionType and kind(_func_code(x)) != "T":
+                    return False
+        return True
+
     def check_machinery(where, rebase=False, hot=False):
         """Everything frozen is still there (`hot`: the part that runs between
         a test's call check and its function: every call; the rest every
         few calls and at collection and the session's end). With `rebase`
         (once pytest is configured), changes its own plugins made are taken in."""
         snap = frozen[1] if hot else frozen[0]
+        if rebase:
+            note_swappable()
         if unchanged(snap):
             return True
         moved = False
         for name, k, now in changes(snap):
+            swapped = _dict_get(swappable, (name, k), swappable)  # (the dict itself: not swappable)
+            if swapped is not swappable and (now is swapped or trusted_value(now) or trusted_class(now)):
+                moved = True
+                continue
             if not (rebase and trusted_value(now)):
                 violation("machinery", f"{name}.{k} was changed while the tests ran ({where})")
                 return False
@@ -609,7 +652,7 @@ def arm(key, channel_fd, cfg, plugin):
         if fn is None:
             return  # resolved by pytest itself, from the test module, when called
         k, code = function_kind(fn)
-        if k == "T":
+        if k == "T" or (k == "X" and code in relabeled):
             return  # a decorator of the standard library or the venv wraps the test
         if k != "X" or code not in test_codes:
             where_from = fname(code) if code is not None else "not a function"
@@ -622,7 +665,10 @@ def arm(key, channel_fd, cfg, plugin):
         if bracket >= 0:
             rest = rest[:bracket]
         name = _split(rest, "::")[-1]
-        if code.co_name != name:
+        # A test the test file made in a function of its own (a metaclass, a
+        # factory) has the name of that inner function, whatever it is collected as.
+        generated = _find(exact(code.co_qualname) or "", "<locals>") >= 0
+        if code.co_name != name and not generated:
             violation("item", f"{nodeid}: the function it calls is {_str_str(code.co_qualname)} of {fname(code)}")
 
     def is_trusted_module(name, mod):
@@ -903,10 +949,15 @@ def arm(key, channel_fd, cfg, plugin):
                 violation("code.__new__", f"{bad} made a code object named after {path}")
 
     def on_setattr(args):
-        if _len(args) > 1 and args[1] == "__code__":
+        if _len(args) < 3:
+            return
+        name, value = exact(args[1]), args[2]
+        if name == "__code__":
             bad = bad_frame(_getframe(3), "code")
             if bad:
                 violation("object.__setattr__", f"{bad} replaced the code of a function")
+            elif _type(value) is _CodeType and fname(value) in tests:
+                _set_add(relabeled, value)
 
     def on_exec_process(args):
         if _getpid() == main_pid:
