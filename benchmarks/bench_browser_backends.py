@@ -1,8 +1,11 @@
-"""Browser envs per backend (local, docker, docker:runsc), in the same run: launch,
-reset and step P50/P95, episodes per minute and memory per sandbox.
+"""Browser envs per backend (local, docker, docker:runsc, k8s, k8s:gvisor), in the same run:
+launch, reset and step P50/P95, episodes per minute and memory per sandbox.
 
     .venv/bin/python benchmarks/bench_browser_backends.py [--episodes 8] [--think 0.5] [--rounds 2]
-        [--backends local docker docker:runsc]
+        [--backends local docker docker:runsc k8s k8s:gvisor]
+
+The k8s backends run on the cluster KUBECONFIG names (for the test cluster:
+`scripts/k8s-cluster.sh up` and `eval $(scripts/k8s-cluster.sh env)`).
 
 One env per backend, each with its own Chromium sandbox; `--rounds` passes
 over the backends in turn (so a noisy minute hits all of them). A round
@@ -11,7 +14,9 @@ reset and step, as an agent's turn) and as many MiniWoB click-button
 episodes (scripted). Episodes per minute: form oracles back to back without
 think time. Memory: the sandbox's PSS on local (Chromium, its helpers, the
 app, bubblewrap), the container's memory cgroup usage on docker (page cache
-included, so it reads higher for the same processes).
+included, so it reads higher for the same processes), the pod's working set
+from the kubelet's summary API on k8s (cgroup usage less inactive file pages;
+under gVisor the whole sandbox's, its kernel included).
 """
 
 from __future__ import annotations
@@ -100,7 +105,12 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=8)
     ap.add_argument("--think", type=float, default=0.5)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--backends", nargs="*", default=["local", "docker", "docker:runsc"])
+    ap.add_argument(
+        "--backends",
+        nargs="*",
+        default=["local", "docker", "docker:runsc"],
+        choices=["local", "docker", "docker:runsc", "k8s", "k8s:gvisor"],
+    )
     args = ap.parse_args()
     backends = [Backend(name) for name in args.backends]
     try:

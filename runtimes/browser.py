@@ -13,10 +13,14 @@ wrapper starts Chromium inside the sandbox and Playwright's pipe fds 3 and
 - `ContainerBrowserSandbox` (the docker runtimes, browser_container.py):
   a container of the `chromium` image recipe; the app and Chromium run in
   it as two users, and the wrapper is `docker exec`.
+- `PodBrowserSandbox` (the k8s runtimes, browser_k8s.py): a pod with an
+  app container and a browser container; the wrapper is a host-side relay
+  over a pod exec stream (k8s_exec_relay.py).
 
 The state folder (`state_dir`, host side) is the app's: its SQLite
 database lives there, and the host reads it directly (the verifier's side
-channel). The browser cannot open it.
+channel). The browser cannot open it. Where the sandbox cannot share a
+host folder (k8s), `push_state` and `pull_state` copy the database in and out.
 
 Playwright itself (its node driver and async API) runs once per process on
 one event-loop thread (`PlaywrightHost`), shared by every sandbox.
@@ -447,6 +451,17 @@ class BrowserSandbox:
         """Which limit the sandbox ran into, if it did (for the env_error's text)."""
         return None
 
+    # The state folder: shared with the host on local and docker (these are
+    # no-ops there); a backend that cannot share it copies in and out.
+
+    def push_state(self, name: str) -> None:
+        """After the host put a new `name` in `state_dir` (a rename, its old
+        journals deleted): make it the sandbox's, the same way."""
+
+    def pull_state(self, name: str) -> None:
+        """Before the host reads `name` from `state_dir`: bring the sandbox's
+        (a consistent copy) there. SandboxError if it cannot."""
+
     # -- lifecycle -------------------------------------------------------------
 
     def start(self) -> Browser:
@@ -673,10 +688,14 @@ def open_browser_sandbox(runtime: str | Runtime, app: AppSpec, limits: BrowserLi
         from .browser_container import ContainerBrowserSandbox
 
         return ContainerBrowserSandbox(app, runtime, limits=limits)
+    if name == "k8s" and not isinstance(runtime, str):
+        from .browser_k8s import PodBrowserSandbox
+
+        return PodBrowserSandbox(app, runtime, limits=limits)
     raise ValueError(
         f"runtime {name!r} cannot run the browser envs; supported: {', '.join(BROWSER_RUNTIMES)} "
         "(pass a Runtime object or one of these names)"
     )
 
 
-BROWSER_RUNTIMES: Sequence[str] = ("local", "docker", "docker:runsc")
+BROWSER_RUNTIMES: Sequence[str] = ("local", "docker", "docker:runsc", "k8s", "k8s:gvisor")

@@ -22,7 +22,6 @@ is one message, not a `kubectl exec`. Pods cannot mount host folders, so:
 from __future__ import annotations
 
 import atexit
-import copy
 import io
 import json
 import os
@@ -108,6 +107,15 @@ def owner_label() -> str:
     return f"{host or 'host'}-{os.getpid()}"
 
 
+def pod_labels(lifetime_s: float) -> dict[str, str]:
+    """The labels `reap` (`sandgym gc`) reads: owner (host-pid), run and expiry."""
+    return {
+        OWNER_LABEL: owner_label(),
+        RUN_LABEL: RUN_ID,
+        EXPIRES_LABEL: str(int(time.time() + lifetime_s + 60)),
+    }
+
+
 def _kubernetes():
     try:
         import kubernetes  # noqa: F401
@@ -169,15 +177,6 @@ def pod_manifest(
     labels: dict[str, str],
 ) -> dict:
     """The pod of one sandbox (a plain dict in the API's JSON shape)."""
-    secure = {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "runAsUser": SANDBOX_UID,
-        "runAsGroup": SANDBOX_UID,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
     # Workspace and /tmp are memory-backed, as on docker: a tmpfs's size is
     # a hard limit, where a disk emptyDir's sizeLimit is only checked by
     # eviction, after the fact.
@@ -199,10 +198,83 @@ def pod_manifest(
         "memory": memory,
         "ephemeral-storage": _quantity_mi(64 + sum(1 for _ in spec.mounts) * 512),
     }
+    containers = [
+        {
+            "name": "sandbox",
+            "image": image,
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["python3", "-I", "-S", "-c", LOADER, json.dumps(config)],
+            "stdin": True,
+            # The agent's stdin closes when the attach stream ends:
+            # the sandbox dies with its host process.
+            "stdinOnce": True,
+            "tty": False,
+            "workingDir": spec.workdir,
+            "securityContext": secure_context(),
+            # Small requests: a node holds as many idle sandboxes as
+            # its memory allows; the limits bound each one.
+            "resources": {"limits": limits, "requests": REQUESTS},
+            "volumeMounts": mounts,
+        }
+    ]
+    return hardened_pod(
+        sid,
+        labels,
+        volumes,
+        containers,
+        [stager_container(image, stage_mounts)] if stage_mounts else [],
+        runtime_class,
+        node,
+        int(spec.wall_timeout_s) + 60,
+    )
+
+
+def secure_context(uid: int = SANDBOX_UID) -> dict:
+    """A container's securityContext as the restricted Pod Security profile asks."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def stager_container(image: str, stage_mounts: list[dict]) -> dict:
+    """The init container that unpacks the tar `stage_mounts_into` sends into `stage_mounts` (at /stage/<i>)."""
+    return {
+        "name": "stage",
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["python3", "-I", "-S", "-c", STAGER],
+        "stdin": True,
+        "stdinOnce": True,
+        "tty": False,
+        "securityContext": secure_context(),
+        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": REQUESTS},
+        "volumeMounts": stage_mounts,
+    }
+
+
+def hardened_pod(
+    name: str,
+    labels: dict[str, str],
+    volumes: list[dict],
+    containers: list[dict],
+    init_containers: list[dict],
+    runtime_class: str | None,
+    node: str | None,
+    deadline_s: int,
+) -> dict:
+    """A pod of sandgym's: no restarts, no service-account token, no host
+    namespaces, non-root with RuntimeDefault seccomp, killed at once, ended
+    by its deadline; on `runtime_class` and `node` when given."""
     pod: dict = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": sid, "labels": labels},
+        "metadata": {"name": name, "labels": labels},
         "spec": {
             "restartPolicy": "Never",
             "automountServiceAccountToken": False,
@@ -211,7 +283,7 @@ def pod_manifest(
             "hostPID": False,
             "hostIPC": False,
             "terminationGracePeriodSeconds": 0,
-            "activeDeadlineSeconds": int(spec.wall_timeout_s) + 60,
+            "activeDeadlineSeconds": deadline_s,
             "securityContext": {
                 "runAsNonRoot": True,
                 "runAsUser": SANDBOX_UID,
@@ -219,42 +291,11 @@ def pod_manifest(
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
             "volumes": volumes,
-            "containers": [
-                {
-                    "name": "sandbox",
-                    "image": image,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["python3", "-I", "-S", "-c", LOADER, json.dumps(config)],
-                    "stdin": True,
-                    # The agent's stdin closes when the attach stream ends:
-                    # the sandbox dies with its host process.
-                    "stdinOnce": True,
-                    "tty": False,
-                    "workingDir": spec.workdir,
-                    "securityContext": copy.deepcopy(secure),
-                    # Small requests: a node holds as many idle sandboxes as
-                    # its memory allows; the limits bound each one.
-                    "resources": {"limits": limits, "requests": REQUESTS},
-                    "volumeMounts": mounts,
-                }
-            ],
+            "containers": containers,
         },
     }
-    if stage_mounts:
-        pod["spec"]["initContainers"] = [
-            {
-                "name": "stage",
-                "image": image,
-                "imagePullPolicy": "IfNotPresent",
-                "command": ["python3", "-I", "-S", "-c", STAGER],
-                "stdin": True,
-                "stdinOnce": True,
-                "tty": False,
-                "securityContext": copy.deepcopy(secure),
-                "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": REQUESTS},
-                "volumeMounts": stage_mounts,
-            }
-        ]
+    if init_containers:
+        pod["spec"]["initContainers"] = init_containers
     if runtime_class:
         pod["spec"]["runtimeClassName"] = runtime_class
     if node:
@@ -273,13 +314,17 @@ def network_policy() -> dict:
 
 
 def _mounts_tar(spec: SandboxSpec) -> bytes:
-    """Each mount's source folder under its index, as the stager unpacks it."""
+    return mounts_tar([m.source for m in spec.mounts])
+
+
+def mounts_tar(sources: list[str]) -> bytes:
+    """Each source folder under its index, as the stager unpacks it."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for i, m in enumerate(spec.mounts):
-            if not os.path.isdir(m.source):
-                raise SandboxError(f"mount source is not a folder: {m.source} (the k8s backend copies folders)")
-            tar.add(m.source, arcname=str(i), filter=lambda t: t if (t.isfile() or t.isdir() or t.issym()) else None)
+        for i, source in enumerate(sources):
+            if not os.path.isdir(source):
+                raise SandboxError(f"mount source is not a folder: {source} (the k8s backend copies folders)")
+            tar.add(source, arcname=str(i), filter=lambda t: t if (t.isfile() or t.isdir() or t.issym()) else None)
     return buf.getvalue()
 
 
@@ -370,6 +415,7 @@ class KubernetesRuntime(Runtime):
         # build` tags them; a registry prefix says where nodes pull them from.
         self.registry = (registry or os.environ.get(REGISTRY_ENV) or "").rstrip("/")
         self.image = image or self._pulled(default_image())
+        self.kubeconfig = kubeconfig
         self.api_client = load_client(kubeconfig)
         client, _ = _kubernetes()
         self.core = client.CoreV1Api(self.api_client)
@@ -436,6 +482,12 @@ class KubernetesRuntime(Runtime):
     def _pulled(self, tag: str) -> str:
         return f"{self.registry}/{tag}" if self.registry else tag
 
+    def image_of(self, image: str) -> str:
+        """The image a pod names for a spec's `image` (a recipe's tag, with the registry's prefix)."""
+        return (
+            self._pulled(image_for(image, self.image)) if image.startswith("recipe:") else image_for(image, self.image)
+        )
+
     def close(self) -> None:
         for sb in list(self._open):
             sb.close()
@@ -452,15 +504,9 @@ class KubernetesRuntime(Runtime):
                     f"mount {m.target}: the k8s backend copies mounts into the pod, so a writable one "
                     "would not reach the host; mount it read-only, or use put_files/get_files"
                 )
-        image = image_for(spec.image, self.image)
-        if spec.image.startswith("recipe:"):
-            image = self._pulled(image)
+        image = self.image_of(spec.image)
         sid = f"sg-k8s-{uuid.uuid4().hex[:10]}"
-        labels = {
-            OWNER_LABEL: owner_label(),
-            RUN_LABEL: RUN_ID,
-            EXPIRES_LABEL: str(int(time.time() + spec.wall_timeout_s + 60)),
-        }
+        labels = pod_labels(spec.wall_timeout_s)
         # The caller's labels may hold any text (task ids have slashes), which
         # label values may not: they go in one annotation, as JSON.
         annotations = {"sandgym.labels": json.dumps(dict(spec.labels), sort_keys=True)}
@@ -479,10 +525,10 @@ class KubernetesRuntime(Runtime):
         bridge = None
         try:
             if spec.mounts:
-                self._wait(sid, lambda p: _container_running(p, "stage", init=True), "its init container to start")
-                self._stage(sid, _mounts_tar(spec))
-            self._wait(sid, lambda p: _container_running(p, "sandbox"), "its sandbox container to start")
-            bridge = _AttachBridge(self._attach(sid, "sandbox"), sid)
+                self.wait_pod(sid, lambda p: container_running(p, "stage", init=True), "its init container to start")
+                self.stage_mounts_into(sid, _mounts_tar(spec))
+            self.wait_pod(sid, lambda p: container_running(p, "sandbox"), "its sandbox container to start")
+            bridge = _AttachBridge(self.open_stream(sid, "sandbox"), sid)
             bridge.host_end.sendall(len(self._agent_source).to_bytes(4, "big") + self._agent_source)
             channel = AgentChannel(bridge.host_end, f"sandbox {sid}")
             ready, _ = channel.read_reply(READY_TIMEOUT_S)
@@ -492,7 +538,7 @@ class KubernetesRuntime(Runtime):
             detail = bridge.stderr_tail.decode("utf-8", "replace")[-400:] if bridge else ""
             if bridge is not None:
                 bridge.close()
-            self._delete(sid)
+            self.delete_pod(sid)
             raise SandboxError(f"could not start sandbox {sid}: {e} {detail}".strip()) from e
         info = SandboxInfo(
             backend="k8s",
@@ -504,7 +550,7 @@ class KubernetesRuntime(Runtime):
 
         def closer(clean: bool) -> None:
             bridge.close()
-            self._delete(sid)
+            self.delete_pod(sid)
 
         sandbox = AgentSandbox(
             channel, spec, info, closer, lambda: bridge.stderr_tail.decode("utf-8", "replace")[-800:]
@@ -512,12 +558,18 @@ class KubernetesRuntime(Runtime):
         self._open.add(sandbox)
         return sandbox
 
-    def _attach(self, sid: str, container: str):
+    def open_stream(self, sid: str, container: str, command: list[str] | None = None):
+        """A websocket (binary, channel-framed) to `container`'s first process
+        (attach) or, with `command`, to a new process in it (exec)."""
         from kubernetes.stream import stream
 
+        call = self._attach_core.connect_get_namespaced_pod_attach
+        extra: dict = {}
+        if command is not None:
+            call, extra = self._attach_core.connect_get_namespaced_pod_exec, {"command": command}
         with self._attach_lock:
             return stream(
-                self._attach_core.connect_get_namespaced_pod_attach,
+                call,
                 sid,
                 self.namespace,
                 container=container,
@@ -527,19 +579,56 @@ class KubernetesRuntime(Runtime):
                 tty=False,
                 _preload_content=False,
                 binary=True,
+                **extra,
             ).sock
 
-    def _stage(self, sid: str, data: bytes) -> None:
-        ws = self._attach(sid, "stage")
+    def exec_call(
+        self, sid: str, container: str, command: list[str], stdin: bytes = b"", timeout: float = 60.0
+    ) -> tuple[int, bytes, bytes]:
+        """Run `command` in `container` (as its user), send it `stdin` and wait for
+        it to end: (exit code, stdout, stderr). The stream cannot close stdin, so
+        a command that reads it must know how much comes (a length prefix)."""
+        ws = self.open_stream(sid, container, command)
+        out, err, status = bytearray(), bytearray(), b""
+        try:
+            ws.settimeout(timeout)
+            for i in range(0, len(stdin), 1 << 20):
+                ws.send_binary(b"\x00" + stdin[i : i + (1 << 20)])
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                opcode, frame = ws.recv_data_frame(True)
+                if opcode == 8:  # close
+                    break
+                data = frame.data
+                if not data:
+                    continue
+                if data[0] == 1:
+                    out += data[1:]
+                elif data[0] == 2:
+                    err += data[1:]
+                elif data[0] == 3:
+                    status += data[1:]
+            else:
+                raise SandboxError(f"exec in pod {sid} ({container}) timed out after {timeout:.0f} s")
+        except SandboxError:
+            raise
+        except Exception as e:
+            raise SandboxError(f"exec in pod {sid} ({container}) failed: {e}") from e
+        finally:
+            ws.close()
+        return exec_status(status), bytes(out), bytes(err)
+
+    def stage_mounts_into(self, sid: str, data: bytes) -> None:
+        ws = self.open_stream(sid, "stage")
         try:
             payload = len(data).to_bytes(8, "big") + data
             for i in range(0, len(payload), 1 << 20):
                 ws.send_binary(b"\x00" + payload[i : i + (1 << 20)])
-            self._wait(sid, lambda p: _init_done(p, "stage"), "its mounts to be copied in")
+            self.wait_pod(sid, lambda p: init_done(p, "stage"), "its mounts to be copied in")
         finally:
             ws.close()
 
-    def _wait(self, sid: str, done, what: str, timeout: float = READY_TIMEOUT_S) -> None:
+    def wait_pod(self, sid: str, done, what: str, timeout: float = READY_TIMEOUT_S) -> None:
         """Poll the pod until done(pod) is True; a terminal failure raises."""
         deadline = time.monotonic() + timeout
         delay = 0.01
@@ -547,19 +636,19 @@ class KubernetesRuntime(Runtime):
             pod = self.core.read_namespaced_pod(sid, self.namespace)
             if done(pod):
                 return
-            problem = _pod_problem(pod)
+            problem = pod_problem(pod)
             if problem:
-                raise SandboxError(f"pod {sid} failed waiting for {what}: {problem}{self._logs(sid, pod)}")
+                raise SandboxError(f"pod {sid} failed waiting for {what}: {problem}{self.container_logs(sid, pod)}")
             if time.monotonic() > deadline:
                 hint = "" if pod.spec.node_name else f" (not scheduled: no scheduler? set {NODE_ENV})"
                 raise SandboxError(f"pod {sid}: timed out waiting for {what}{hint}")
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
 
-    def _logs(self, sid: str, pod) -> str:
+    def container_logs(self, sid: str, pod) -> str:
         """The last lines of each container that ended, for an error message."""
         out = []
-        for s in _statuses(pod, True) + _statuses(pod):
+        for s in pod_statuses(pod, True) + pod_statuses(pod):
             if s.state and s.state.terminated:
                 try:
                     text = self.core.read_namespaced_pod_log(sid, self.namespace, container=s.name, tail_lines=5)
@@ -569,33 +658,50 @@ class KubernetesRuntime(Runtime):
                     out.append(f"; {s.name}'s output: {text.strip()[-400:]}")
         return "".join(out)
 
-    def _delete(self, sid: str) -> None:
+    def delete_pod(self, sid: str) -> None:
         try:
             self.core.delete_namespaced_pod(sid, self.namespace, grace_period_seconds=0)
         except Exception:  # already gone; gc catches anything left
             pass
 
 
-def _statuses(pod, init: bool = False) -> list:
+def exec_status(status: bytes) -> int:
+    """The exit code in an exec stream's status (its error channel): 0 on Success."""
+    try:
+        doc = json.loads(status or b"{}")
+    except ValueError:
+        return -1
+    if doc.get("status") == "Success":
+        return 0
+    for cause in (doc.get("details") or {}).get("causes") or []:
+        if cause.get("reason") == "ExitCode":
+            try:
+                return int(cause.get("message"))
+            except (TypeError, ValueError):
+                break
+    return -1
+
+
+def pod_statuses(pod, init: bool = False) -> list:
     st = pod.status
     return (st.init_container_statuses if init else st.container_statuses) or []
 
 
-def _container_running(pod, name: str, init: bool = False) -> bool:
-    return any(s.name == name and s.state and s.state.running for s in _statuses(pod, init))
+def container_running(pod, name: str, init: bool = False) -> bool:
+    return any(s.name == name and s.state and s.state.running for s in pod_statuses(pod, init))
 
 
-def _init_done(pod, name: str) -> bool:
-    for s in _statuses(pod, init=True):
+def init_done(pod, name: str) -> bool:
+    for s in pod_statuses(pod, init=True):
         if s.name == name and s.state and s.state.terminated and s.state.terminated.exit_code == 0:
             return True
     return False
 
 
-def _pod_problem(pod) -> str:
+def pod_problem(pod) -> str:
     if pod.status.phase in ("Failed", "Succeeded"):
         return f"phase {pod.status.phase}: {pod.status.reason or ''} {pod.status.message or ''}".strip()
-    for s in _statuses(pod, True) + _statuses(pod):
+    for s in pod_statuses(pod, True) + pod_statuses(pod):
         waiting = s.state.waiting if s.state else None
         if waiting and waiting.reason in (
             "ErrImagePull",

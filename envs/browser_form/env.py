@@ -27,14 +27,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
 from sandgym.outcomes import Outcome
-from sandgym.runtimes import Runtime
+from sandgym.runtimes import Runtime, SandboxError
 from sandgym.runtimes.browser import AppSpec, BrowserLimits
 from sandgym.runtimes.local import owned_tempdir
 from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.browser_form import BrowserTaskPair
-from sandgym.verifiers.browser_form.host import read_state, state_json, verify
+from sandgym.verifiers.browser_form.host import StateUnavailable, read_state, state_json, verify
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
@@ -341,6 +341,10 @@ class BrowserFormEnv(SandgymEnv):
         for leftover in state_dir.glob(DB_NAME + "-*"):  # a journal of the last episode
             leftover.unlink(missing_ok=True)
         os.replace(staged, state_dir / DB_NAME)
+        # Where the sandbox does not share the state folder, it gets the copy the same way.
+        sandbox = self.session.sandbox
+        assert sandbox is not None  # reset() started the browser
+        sandbox.push_state(DB_NAME)
 
     def _observe(self, action: Any, error: str | None) -> dict[str, Any]:
         last = (
@@ -389,6 +393,12 @@ class BrowserFormEnv(SandgymEnv):
         captured: list = []
 
         def load_state():
+            sandbox = self.session.sandbox
+            if sandbox is not None:
+                try:  # where the state folder is not shared: the sandbox's database, copied out
+                    sandbox.pull_state(DB_NAME)
+                except SandboxError as e:
+                    raise StateUnavailable(f"the app's database could not be copied out of the sandbox: {e}") from e
             state = read_state(self.session.state_dir / DB_NAME)
             captured[:] = [state]
             return state

@@ -1,7 +1,7 @@
 """Runs inside the browser sandbox: the web app, Chromium, or both. Stdlib only.
 
-Playwright starts Chromium through a wrapper (bubblewrap's, or `docker
-exec` into a container) as if it were the browser, with the browser's
+Playwright starts Chromium through a wrapper (bubblewrap's, `docker
+exec` into a container, or a relay over a pod's exec stream) as if it were the browser, with the browser's
 arguments and its pipe fds 3 and 4. `cfg["mode"]` says what this process
 becomes:
 
@@ -12,10 +12,12 @@ becomes:
   empty tmpfs over it), then exec Chromium. When Chromium exits,
   bubblewrap's PID namespace ends and takes the app along.
 - `app`: bind the socket and serve the app in this process. It runs as
-  its own user, the only one that can open the state folder.
+  its own user, the only one that can open the state folder. With
+  `log_stdio` its output stays on stdout and stderr (a pod's container log)
+  instead of app.log in the state folder.
 - `browser`: wait until the app accepts connections, then exec Chromium.
   With `stdio`, Playwright's pipes arrive as stdin and stdout (a `docker
-  exec` stream carries only those) and are moved to fds 3 and 4.
+  exec` or pod exec stream carries only those) and are moved to fds 3 and 4.
 """
 
 from __future__ import annotations
@@ -42,9 +44,10 @@ def run_app(cfg: dict, sock: socket.socket) -> None:
     # with this uid, can then neither ptrace this one nor open its /proc
     # files (memory, fds, environment).
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    log = os.open(os.path.join(cfg["state_dir"], "app.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
+    if not cfg.get("log_stdio"):  # else the app's output is its container's log
+        log = os.open(os.path.join(cfg["state_dir"], "app.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
     sys.path[:0] = cfg["python_path"]
     os.environ.update(cfg.get("app_env", {}))
     module_name, _, attr = cfg["app"].partition(":")

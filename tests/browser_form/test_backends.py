@@ -1,7 +1,11 @@
-"""The browser envs on every backend that runs them: local (bubblewrap), docker (runc) and docker:runsc (gVisor).
+"""The browser envs on every backend that runs them: local (bubblewrap), docker (runc),
+docker:runsc (gVisor), k8s (pods, runc) and k8s:gvisor.
 
 The same tasks, policies, isolation checks and limits on each; Chromium, the
-app and the page run inside the sandbox every time.
+app and the page run inside the sandbox every time. On k8s (a pod per
+sandbox, a few seconds to launch) a representative handful of the form tasks
+and two MiniWoB pages run, to keep the suite's time reasonable; the k8s cases
+take the `k8s_cluster` fixture (the real test cluster).
 """
 
 from __future__ import annotations
@@ -19,12 +23,51 @@ from sandgym.runtimes.browser import BrowserLimits
 from . import test_env as on_local
 from .test_miniwob import scripted_passes_and_null_fails
 
-BACKENDS = [
-    pytest.param("local", marks=pytest.mark.chromium, id="local"),
-    pytest.param("docker", marks=[pytest.mark.chromium, pytest.mark.docker], id="docker"),
-    pytest.param("docker:runsc", marks=[pytest.mark.chromium, pytest.mark.docker], id="runsc"),
-]
+BACKEND_IDS = {"local": "local", "docker": "docker", "docker:runsc": "runsc", "k8s": "k8s", "k8s:gvisor": "k8s-gvisor"}
+
+
+def _marks(backend: str) -> list:
+    kind = backend.split(":")[0]
+    return [pytest.mark.chromium, *([getattr(pytest.mark, kind)] if kind != "local" else [])]
+
+
+BACKENDS = [pytest.param(b, marks=_marks(b), id=i) for b, i in BACKEND_IDS.items()]
 MINIWOB = ["click-button", "enter-text", "focus-text", "click-checkboxes"]
+# On k8s: one task of each form of the app (sign-in, booking, checkout, messages, profile, settings).
+K8S_FORM_TASKS = [
+    "forms/login-alice",
+    "forms/booking-garden",
+    "forms/checkout-pen-and-mug",
+    "forms/message-carol-report",
+    "forms/profile-fix-invalid-email",
+    "forms/settings-unsubscribe-light",
+]
+K8S_MINIWOB = MINIWOB[:2]
+MINIWOB_CASES = [
+    pytest.param(b, task, marks=_marks(b), id=f"{task}-{i}")
+    for b, i in BACKEND_IDS.items()
+    for task in (K8S_MINIWOB if b.startswith("k8s") else MINIWOB)
+]
+
+
+def running(pid: int) -> bool:
+    """The process exists and has not exited (a zombie waits only for its parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def on_k8s(backend: str) -> bool:
+    return backend.startswith("k8s")
+
+
+def needs_cluster(request, backend: str) -> None:
+    """The k8s backends run on the test cluster: up (and its env set) before the env is made."""
+    if on_k8s(backend):
+        request.getfixturevalue("k8s_cluster")
+
 
 # Pages as hostile as the agent could make them (the test puts them there,
 # through the env's own page access): memory without bound, and workers
@@ -38,10 +81,26 @@ WORKER_BOMB = """() => {
   setInterval(() => { for (let i = 0; i < 16; i++) workers.push(new Worker(src)); }, 1);
 }"""
 SMALL = BrowserLimits(memory_mb=768, pids=384)
+# Run in a container of a k8s browser pod: its uid, the state folder, the
+# Chromium and app processes in its sight (the probe itself left out).
+K8S_PROBE = """import os
+print("uid", os.getuid())
+print("state", os.listdir("/state") if os.path.exists("/state") else "absent")
+cmds = []
+for p in os.listdir("/proc"):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            cmds.append(open(f"/proc/{p}/cmdline", "rb").read())
+        except OSError:  # it exited meanwhile
+            pass
+print("chromium", sum(b"chromium" in c for c in cmds))
+print("app", sum(b'"mode": "app"' in c for c in cmds))
+"""
 
 
 @pytest.fixture(scope="module", params=BACKENDS)
 def env(request):
+    needs_cluster(request, request.param)
     e = BrowserFormEnv(runtime=request.param)
     e.backend = request.param
     yield e
@@ -50,17 +109,18 @@ def env(request):
 
 def test_every_form_task_oracle_passes_and_null_fails(env):
     assert len(env.task_set.tasks) >= 23
-    for task in env.task_set.tasks:
-        env.reset(options={"task_id": task.id})
-        _, reward, info = on_local.run(env, task.id, env.oracle_actions())
-        assert info["outcome"] == "passed" and reward == 1.0, (task.id, env.last_verdict.detail)
-        _, reward, info = on_local.run(env, task.id, env.null_actions())
-        assert info["outcome"] == "failed" and reward == 0.0 and info["reward_valid"], task.id
+    ids = K8S_FORM_TASKS if on_k8s(env.backend) else [task.id for task in env.task_set.tasks]
+    for task_id in ids:
+        env.reset(options={"task_id": task_id})
+        _, reward, info = on_local.run(env, task_id, env.oracle_actions())
+        assert info["outcome"] == "passed" and reward == 1.0, (task_id, env.last_verdict.detail)
+        _, reward, info = on_local.run(env, task_id, env.null_actions())
+        assert info["outcome"] == "failed" and reward == 0.0 and info["reward_valid"], task_id
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("task", MINIWOB)
-def test_miniwob_pages_score_their_scripted_policy_and_not_the_null_one(backend, task):
+@pytest.mark.parametrize(("backend", "task"), MINIWOB_CASES)
+def test_miniwob_pages_score_their_scripted_policy_and_not_the_null_one(request, backend, task):
+    needs_cluster(request, backend)
     env = MiniWoBEnv(task, runtime=backend)
     try:
         obs, _ = env.reset(seed=5)
@@ -154,6 +214,19 @@ def test_the_app_is_out_of_the_browsers_reach_but_over_http(env):
         assert probe.stdout.splitlines()[0] == "0", probe.stdout  # no app process in sight
         assert "app.sqlite" not in probe.stdout
         assert app in sandbox.process_ids()  # and it is alive
+    elif on_k8s(env.backend):
+        # In the browser's container (as its user, 1000): no state folder at all,
+        # and of the pod's processes only its own (no shared process namespace);
+        # in the app's container (the positive control), the app and its database.
+        def probe(container: str) -> dict[str, str]:
+            code, out, err = sandbox.runtime.exec_call(sandbox.pod, container, ["python3", "-c", K8S_PROBE])
+            assert code == 0, err
+            return dict(line.split(" ", 1) for line in out.decode().splitlines())
+
+        browser, app = probe("browser"), probe("app")
+        assert browser["uid"] == "1000" and browser["state"] == "absent", browser
+        assert int(browser["chromium"]) > 0 and browser["app"] == "0", browser
+        assert app["uid"] == "1001" and "app.sqlite" in app["state"] and app["app"] == "1", app
     else:
         app_pid = _container_exec(env, 1001, "pgrep -u 1001 -o python3 || ps -o pid= -u 1001 | head -1")
         pid = app_pid.stdout.split()[0] if app_pid.stdout.split() else ""
@@ -176,7 +249,8 @@ def test_the_app_is_out_of_the_browsers_reach_but_over_http(env):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bomb", ["memory", "workers"])
-def test_a_page_that_exhausts_its_limits_is_env_error_and_the_next_episode_is_healthy(backend, bomb):
+def test_a_page_that_exhausts_its_limits_is_env_error_and_the_next_episode_is_healthy(request, backend, bomb):
+    needs_cluster(request, backend)
     env = BrowserFormEnv(runtime=backend, limits=SMALL)
     try:
         env.reset(options={"task_id": "forms/login-alice"})
@@ -220,3 +294,72 @@ def test_close_leaves_no_container_and_no_state(backend):
         client.containers.get(name)
     assert sandbox.process_ids() == []  # no `docker exec` client left either
     assert not sandbox.state_dir.exists()
+
+
+@pytest.mark.chromium
+@pytest.mark.k8s
+@pytest.mark.parametrize("backend", ["k8s", "k8s:gvisor"])
+def test_close_leaves_no_pod_and_no_relay(k8s_cluster, backend):
+    from kubernetes.client.rest import ApiException
+
+    env = BrowserFormEnv(runtime=backend)
+    try:
+        env.reset(options={"task_id": "forms/login-alice"})
+        sandbox = env.session.sandbox
+        rt = sandbox.runtime
+        pod = rt.core.read_namespaced_pod(sandbox.pod, rt.namespace)
+        assert pod.status.phase == "Running"
+        relays = sandbox.process_ids()
+        assert relays and all(b"k8s_exec_relay" in open(f"/proc/{p}/cmdline", "rb").read() for p in relays)
+        # Hardened as the runtime's pods are, two users, the state volume in the app's container only.
+        spec = pod.spec
+        assert spec.runtime_class_name == rt.runtime_class and not spec.share_process_namespace
+        assert spec.automount_service_account_token is False and not spec.host_network and not spec.host_pid
+        containers = {c.name: c for c in spec.containers}
+        assert {c: containers[c].security_context.run_as_user for c in containers} == {"app": 1001, "browser": 1000}
+        for c in containers.values():
+            sc = c.security_context
+            assert sc.read_only_root_filesystem and sc.capabilities.drop == ["ALL"]
+            assert sc.allow_privilege_escalation is False and sc.seccomp_profile.type == "RuntimeDefault"
+        assert "state" in {m.name for m in containers["app"].volume_mounts}
+        assert "state" not in {m.name for m in containers["browser"].volume_mounts}
+        limit = sum(int(c.resources.limits["memory"].removesuffix("Mi")) for c in containers.values())
+        assert limit == sandbox.limits.memory_mb
+        labels = pod.metadata.labels
+        assert {"sandgym.owner", "sandgym.run", "sandgym.expires"} <= set(labels)
+    finally:
+        env.close()
+    with pytest.raises(ApiException) as gone:
+        rt.core.read_namespaced_pod(sandbox.pod or pod.metadata.name, rt.namespace)
+    assert gone.value.status == 404
+    assert sandbox.process_ids() == []  # no relay left
+    assert [p for p in relays if running(p)] == []
+    assert not sandbox.state_dir.exists()
+
+
+@pytest.mark.chromium
+@pytest.mark.k8s
+def test_when_the_pod_dies_the_relay_exits_and_the_episode_is_env_error(k8s_cluster):
+    """Playwright learns that the browser is gone only from its pipes: the relay must end with the pod."""
+    import time
+
+    env = BrowserFormEnv(runtime="k8s")
+    try:
+        env.reset(options={"task_id": "forms/login-alice"})
+        sandbox = env.session.sandbox
+        relays = sandbox.process_ids()
+        assert relays
+        sandbox.runtime.core.delete_namespaced_pod(sandbox.pod, sandbox.runtime.namespace, grace_period_seconds=0)
+        deadline = time.monotonic() + 120  # a bound on the wait, not a measured figure
+        while sandbox.alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not sandbox.alive  # the driver saw the browser's pipes close
+        assert [p for p in relays if running(p)] == []
+        _, reward, term, _, info = env.step("noop(100)")
+        assert term and info["outcome"] == "env_error" and not info["reward_valid"] and reward == 0.0
+        env.reset(options={"task_id": "forms/login-alice"})  # a new pod
+        assert env.session.sandbox is not sandbox
+        _, reward, info = on_local.run(env, "forms/login-alice", env.oracle_actions())
+        assert info["outcome"] == "passed" and reward == 1.0
+    finally:
+        env.close()

@@ -244,8 +244,8 @@ def test_check_env_and_make(env):
 
 
 def test_unsupported_runtime_is_a_clear_error():
-    with pytest.raises(ValueError, match="supported: local, docker, docker:runsc"):
-        BrowserFormEnv(runtime="k8s")
+    with pytest.raises(ValueError, match="supported: local, docker, docker:runsc, k8s, k8s:gvisor"):
+        BrowserFormEnv(runtime="k8s:kata")
 
 
 def test_screenshot_on_request(env):
