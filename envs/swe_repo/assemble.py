@@ -150,12 +150,75 @@ def _shown_tests(
         best, best_repro = options[0], None
         for t in options[:60]:
             r = reproduction(t, details.get(t, ""), sources[t.split("::")[0]])
-            if r is not None:
-                best, best_repro = t, r
-                break
+            if r is not None and (best_repro is None or (r.args and not best_repro.args)):
+                best, best_repro = t, r  # one whose input is literals first: it can make a minimal text
+                if r.args:
+                    break
         shown.append(best)
         repros.append(best_repro)
     return shown, repros
+
+
+def issue_text(
+    name: str,
+    version: str,
+    import_root: str,
+    places: list[tuple[str, str]],
+    shown: list[str],
+    repros: list[Repro | None],
+    details: dict[str, str],
+    src_patch: str,
+    is_test_file,
+    n_listed: int,
+    n_held_out: int,
+    secret_names: list[str],
+    level: IssueLevel,
+) -> tuple[str, str, IssueLevel]:
+    """(title, text, the level it is written at). A `minimal` text needs the
+    reproduction's input to be literals, else it is written at `symptom`; a
+    `symptom` text needs a standalone reproduction of every bug, else it is
+    written at `located`, as is a text that would name a hidden test, test
+    file or source file (`secret_names`); `places` are the (file, function)
+    of each bug, for that text. Raises Dropped when even the `located` text
+    quotes a line the bug changed."""
+    if level == "minimal" and any(r is None or not r.args for r in repros):
+        level = "symptom"  # the input is no literal: the call shows it
+    if level != "located" and any(r is None for r in repros):
+        level = "located"  # no standalone reproduction: the text says where instead
+    secrets = [s for s in changed_lines(src_patch) if s not in ("pass", "continue", "break", "return", "else:")]
+    if level != "located":
+        found = [r for r in repros if r is not None]
+        title, issue = (write_symptom if level == "symptom" else write_minimal)(name, version, found)
+        text = f"{title}\n{issue}"
+        if not any(s in text for s in secrets) and not names_any(text, secret_names):
+            return title, issue, level
+        level = "located"  # the reproduction would give the place or the change away
+    path0, function0 = places[0]
+    module = path0[:-3].replace("/", ".")
+    if import_root != ".":
+        module = module[len(import_root.rstrip("/")) + 1 :]
+    module = module.removesuffix(".__init__")
+    where = ", ".join(f"`{function}` in `{path}`" for path, function in places)
+    title, issue = write_issue(
+        name,
+        version,
+        f"{module}.{function0}",
+        path0,
+        shown,
+        details,
+        src_patch,
+        is_test_file,
+        total=n_listed,
+        hidden=True,
+    )
+    if len(places) > 1:
+        issue = issue.replace(
+            "no longer behaves as its tests expect.", f"no longer behaves as its tests expect (see {where})."
+        )
+    issue += f"\nThe other {n_held_out} failing tests are not listed here; a fix has to cover them as well.\n"
+    if any(s in f"{title}\n{issue}" for s in secrets):
+        raise Dropped("quoted", "the issue text quotes a changed line")
+    return title, issue, level
 
 
 def assemble(
@@ -221,47 +284,22 @@ def assemble(
     held_out = [t for t in listed if t not in shown]
     if len(held_out) < min_held_out:
         raise Dropped("no_held_out", f"{len(f2p)} failing test(s), none left to hold out")
-    if level != "located" and any(r is None for r in repros):
-        level = "located"  # no standalone reproduction: the text says where instead
-    if level == "located":
-        m0 = mutations[0]
-        module = m0.path[:-3].replace("/", ".")
-        if pkg.environment.import_root != ".":
-            module = module[len(pkg.environment.import_root.rstrip("/")) + 1 :]
-        module = module.removesuffix(".__init__")
-        where = ", ".join(f"`{m.function}` in `{m.path}`" for m in mutations)
-        title, issue = write_issue(
-            pkg.name,
-            pkg.version,
-            f"{module}.{m0.function}",
-            m0.path,
-            shown,
-            details,
-            "".join(forward[p] for p in src_paths),
-            lambda p: p in by_file or p in test_files or p.startswith(("tests/", "test/")),
-            total=len(listed),
-            hidden=True,
-        )
-        if len(mutations) > 1:
-            issue = issue.replace(
-                "no longer behaves as its tests expect.", f"no longer behaves as its tests expect (see {where})."
-            )
-        issue += f"\nThe other {len(held_out)} failing tests are not listed here; a fix has to cover them as well.\n"
-    elif level == "symptom":
-        title, issue = write_symptom(pkg.name, pkg.version, [r for r in repros if r is not None])
-    else:
-        title, issue = write_minimal(pkg.name, pkg.version, [r for r in repros if r is not None])
-    # 4. checks on the text.
-    text = f"{title}\n{issue}"
-    secrets = changed_lines("".join(forward[p] for p in src_paths))
-    if any(s in text for s in secrets if s not in ("pass", "continue", "break", "return", "else:")):
-        raise Dropped("quoted", "the issue text quotes a changed line")
-    if level != "located":
-        named = names_any(
-            text, sorted({target_of(t).name for t in f2p} | set(src_paths) | set(test_paths) | set(test_files))
-        )
-        if named:
-            raise Dropped("quoted", f"the {level} text names {named[:3]}")
+    src_patch = "".join(forward[p] for p in src_paths)
+    title, issue, level = issue_text(
+        pkg.name,
+        pkg.version,
+        pkg.environment.import_root,
+        [(m.path, m.function) for m in mutations],
+        shown,
+        repros,
+        details,
+        src_patch,
+        lambda p: p in by_file or p in test_files or p.startswith(("tests/", "test/")),
+        len(listed),
+        len(held_out),
+        sorted({target_of(t).name for t in f2p} | set(src_paths) | set(test_paths) | set(test_files)),
+        level,
+    )
     functions = {f"{m.path}:{m.function}" for m in mutations}
     difficulty = Difficulty(
         issue_level=level,
@@ -289,3 +327,61 @@ def assemble(
         hidden=SWEHidden(id=task_id, patch=gold, test_patch=test_patch, FAIL_TO_PASS=listed, PASS_TO_PASS=p2p),
     )
     return task, key
+
+
+def files_of(patch: str) -> list[str]:
+    """The paths a unified diff changes."""
+    return sorted({line.split(" b/", 1)[1] for line in patch.splitlines() if line.startswith("diff --git a/")})
+
+
+def rewrite_issue(
+    pair: SWETaskPair,
+    details: dict[str, str],
+    test_sources: dict[str, str],
+    alone: list[set[str]],
+    places: list[tuple[str, str]],
+    level: IssueLevel,
+) -> SWETaskPair | None:
+    """The task with its issue text written again at `level` (symptom or
+    minimal) from its failing tests' reports (`details`: FAIL_TO_PASS id ->
+    pytest's report on the start state with the test patch applied;
+    `test_sources`: test file -> text; `alone`: per injected bug, the tests it
+    fails alone; `places`: per bug, its file and function), falling back as
+    `issue_text` does, or None when the text cannot be written (a bug fails
+    none of the listed tests). Only the title, the text, its tags and the
+    recorded level change: the patches, the test lists and the id stay, so
+    the task validates as before."""
+    visible, hidden = pair.visible, pair.hidden
+    f2p = list(hidden.FAIL_TO_PASS)
+    try:
+        shown, repros = _shown_tests([], f2p, alone, details, test_sources)
+    except Dropped:
+        return None
+    src_paths, test_paths = files_of(hidden.patch), files_of(hidden.test_patch)
+    test_files = set(test_paths) | {t.split("::")[0] for t in f2p}
+    secret = sorted({target_of(t).name for t in f2p} | set(src_paths) | test_files)
+    held_out = len([t for t in f2p if t not in shown])
+    try:
+        title, issue, got = issue_text(
+            visible.repo.name,
+            visible.repo.version or "",
+            visible.environment.import_root,
+            places,
+            shown,
+            repros,
+            details,
+            hidden.patch,
+            lambda p: p in test_files or p.startswith(("tests/", "test/")),
+            len(f2p),
+            held_out,
+            secret,
+            level,
+        )
+    except Dropped:
+        return None
+    tags = [f"issue:{got}" if t.startswith("issue:") else t for t in visible.tags]
+    difficulty = visible.difficulty.model_copy(update={"issue_level": got, "names_location": got == "located"})  # type: ignore[union-attr]
+    new_visible = visible.model_copy(
+        update={"title": title, "problem_statement": issue, "tags": tags, "difficulty": difficulty}
+    )
+    return SWETaskPair(visible=new_visible, hidden=hidden)

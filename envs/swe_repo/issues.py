@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import re
 import shlex
 from dataclasses import dataclass
@@ -155,9 +156,12 @@ class Repro:
     expected: str  # the value the test expects (source text), or ""
     actual: str  # the value it got (repr as pytest printed it), or ""
     error: str  # "TypeError: message" when the call raised, or ""
+    setup: tuple[str, ...] = ()  # the test's earlier statements the call needs
+    no_raise: bool = False  # the call returned where an exception was expected
 
     def block(self) -> str:
-        return "\n".join([*self.imports, "", self.call] if self.imports else [self.call])
+        body = [*self.setup, self.call]
+        return "\n".join([*self.imports, "", *body] if self.imports else body)
 
 
 def _test_frame(detail: str, test_path: str, func: str) -> tuple[str, int] | None:
@@ -214,6 +218,8 @@ def _module_scope(tree: ast.Module) -> tuple[dict[str, str], dict[str, ast.expr]
                     )
         elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             values[stmt.targets[0].id] = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            values[stmt.target.id] = stmt.value
     return imports, values
 
 
@@ -224,6 +230,51 @@ def _test_helper(module: str) -> bool:
     )
 
 
+def _cases_of(node: ast.expr | None, values: dict[str, ast.expr]) -> list[ast.expr] | None:
+    """The case nodes of a parametrize table: a literal list, a module-level
+    name bound to one, or a sum of those."""
+    if isinstance(node, ast.Name):
+        node = values.get(node.id)
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return list(node.elts)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _cases_of(node.left, values), _cases_of(node.right, values)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def _id_of(name: str, index: int, node: ast.expr) -> str | None:
+    """pytest's id for one parameter value (the same rules as its IdMaker),
+    or None when it depends on a value known only when the tests run (a
+    string built from the library's constants)."""
+    value: object
+    try:
+        value = ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        literal = isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.Set, ast.Lambda, ast.ListComp, ast.DictComp))
+        return f"{name}{index}" if literal else None
+    if isinstance(value, str):
+        return value.encode("unicode_escape").decode("ascii")
+    if value is None or isinstance(value, (bool, int, float, complex)):
+        return str(value)
+    return f"{name}{index}"
+
+
+def _unique_ids(ids: list[str]) -> list[str]:
+    """pytest's suffixes for duplicate ids: `a0`, `a1` (`1_0` after a digit)."""
+    counts = {i: ids.count(i) for i in ids}
+    seen: dict[str, int] = {}
+    out = []
+    for i in ids:
+        if counts[i] > 1:
+            n = seen.get(i, 0)
+            seen[i] = n + 1
+            out.append(f"{i}{'_' if i and i[-1].isdigit() else ''}{n}")
+        else:
+            out.append(i)
+    return out
+
+
 def _param_sources(func: ast.FunctionDef | ast.AsyncFunctionDef, values: dict[str, ast.expr], idpart: str, source: str):
     """{argname: value source} of the parametrize case whose pytest id is `idpart`, or None."""
     decos = [
@@ -231,9 +282,12 @@ def _param_sources(func: ast.FunctionDef | ast.AsyncFunctionDef, values: dict[st
         for d in func.decorator_list
         if isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "parametrize"
     ]
-    if len(decos) != 1 or len(decos[0].args) < 2 or any(k.arg == "ids" for k in decos[0].keywords):
+    if len(decos) != 1 or not decos[0].args:
         return None
-    names_node, cases = decos[0].args[0], decos[0].args[1]
+    deco = decos[0]
+    kw = {k.arg: k.value for k in deco.keywords if k.arg}
+    names_node = deco.args[0] if deco.args else kw.get("argnames")
+    cases_node = deco.args[1] if len(deco.args) > 1 else kw.get("argvalues")
     if isinstance(names_node, ast.Constant) and isinstance(names_node.value, str):
         names = [n.strip() for n in names_node.value.split(",") if n.strip()]
     elif isinstance(names_node, (ast.Tuple, ast.List)) and all(
@@ -242,27 +296,47 @@ def _param_sources(func: ast.FunctionDef | ast.AsyncFunctionDef, values: dict[st
         names = [e.value for e in names_node.elts]  # type: ignore[attr-defined]
     else:
         return None
-    if isinstance(cases, ast.Name):
-        cases = values.get(cases.id)  # type: ignore[assignment]
-    if not isinstance(cases, (ast.List, ast.Tuple)):
+    cases = _cases_of(cases_node, values)
+    if cases is None:
         return None
-    hits = []
-    for index, case in enumerate(cases.elts):
-        elts = case.elts if len(names) > 1 and isinstance(case, (ast.Tuple, ast.List)) else [case]
-        if len(elts) != len(names):
+    given_ids: list[str | None] | None = None
+    if "ids" in kw:
+        ids_node = kw["ids"]
+        if not (
+            isinstance(ids_node, (ast.List, ast.Tuple))
+            and len(ids_node.elts) == len(cases)
+            and all(isinstance(e, ast.Constant) and isinstance(e.value, (str, type(None))) for e in ids_node.elts)
+        ):
+            return None  # ids from a function: not worked out here
+        given_ids = [e.value for e in ids_node.elts]  # type: ignore[attr-defined]
+    rows: list[list[ast.expr]] = []
+    ids: list[str] = []
+    for index, case in enumerate(cases):
+        own_id: str | None = given_ids[index] if given_ids else None
+        if isinstance(case, ast.Call) and _callee_name(case) == "param":
+            for k in case.keywords:
+                if k.arg == "id" and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str):
+                    own_id = k.value.value
+            elts = list(case.args)
+        elif len(names) > 1 and isinstance(case, (ast.Tuple, ast.List)):
+            elts = list(case.elts)
+        else:
+            elts = [case]
+        if len(elts) != len(names) or any(isinstance(e, ast.Starred) for e in elts):
             return None
-        ids = []
-        for name, e in zip(names, elts, strict=True):
-            if (
-                isinstance(e, ast.Constant)
-                and isinstance(e.value, (str, int, float, bool))
-                or (isinstance(e, ast.Constant) and e.value is None)
-            ):
-                ids.append(str(e.value))
-            else:
-                ids.append(f"{name}{index}")
-        if "-".join(ids) == idpart:
-            hits.append({n: ast.get_source_segment(source, e) or "" for n, e in zip(names, elts, strict=True)})
+        rows.append(elts)
+        if own_id is not None:
+            ids.append(re.escape(own_id))
+        else:
+            parts = [_id_of(n, index, e) for n, e in zip(names, elts, strict=True)]
+            ids.append("-".join(".*?" if p is None else re.escape(p) for p in parts))
+    if len(set(ids)) != len(ids):
+        ids = _unique_ids(ids)
+    hits = [
+        {n: ast.get_source_segment(source, e) or "" for n, e in zip(names, row, strict=True)}
+        for row, pattern in zip(rows, ids, strict=True)
+        if re.fullmatch(pattern, idpart, re.DOTALL)
+    ]
     return hits[0] if len(hits) == 1 and all(hits[0].values()) else None
 
 
@@ -275,39 +349,217 @@ class _Substitute(ast.NodeTransformer):
 
 
 def reproduction(test_id: str, detail: str, test_source: str) -> Repro | None:
-    """A standalone reproduction from one failing test, or None when the
-    failing line needs more than literals, parameters and imported names."""
+    """A standalone reproduction from one failing test, or None when there is none."""
+    try:
+        r = explain_reproduction(test_id, detail, test_source)
+    except (ValueError, TypeError, AttributeError, RecursionError, MemoryError):
+        return None  # an odd test file: no reproduction rather than a stopped run
+    return r if isinstance(r, Repro) else None
+
+
+_SIMPLE = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Expr, ast.Assert)
+MAX_SETUP_LINES = 12
+MAX_SETUP_CHARS = 640
+
+
+def _failing_statement(
+    func: ast.FunctionDef | ast.AsyncFunctionDef, lineno: int
+) -> tuple[ast.stmt, str, list[ast.stmt]] | str:
+    """(the simple statement at `lineno`, the exception a `pytest.raises` block
+    around it expects or "", the statements run before it in the test)."""
+    for i, stmt in enumerate(func.body):
+        if not stmt.lineno <= lineno <= (stmt.end_lineno or stmt.lineno):
+            continue
+        if isinstance(stmt, _SIMPLE):
+            return stmt, "", list(func.body[:i])
+        if isinstance(stmt, ast.With) and len(stmt.items) == 1:
+            call = stmt.items[0].context_expr
+            if isinstance(call, ast.Call) and _callee_name(call) in ("raises", "assertRaises") and call.args:
+                for j, inner in enumerate(stmt.body):
+                    if inner.lineno <= lineno <= (inner.end_lineno or inner.lineno) and isinstance(inner, _SIMPLE):
+                        return inner, ast.unparse(call.args[0]), list(func.body[:i]) + list(stmt.body[:j])
+                if len(stmt.body) == 1 and isinstance(stmt.body[0], _SIMPLE):
+                    # pytest points at the `with` line when nothing was raised
+                    return stmt.body[0], ast.unparse(call.args[0]), list(func.body[:i])
+        return f"the failing line is inside a {type(stmt).__name__} block"
+    return "the failing line is not in the test function"
+
+
+def _names(node: ast.AST, ctx: type) -> set[str]:
+    """Names `node` loads (those its comprehensions or lambdas bind left
+    out) or stores."""
+    found = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
+    if ctx is ast.Load:
+        inner: set[str] = set()
+        for n in ast.walk(node):
+            if isinstance(n, ast.comprehension):
+                inner |= {x.id for x in ast.walk(n.target) if isinstance(x, ast.Name)}
+            elif isinstance(n, ast.Lambda):
+                inner |= {a.arg for a in [*n.args.posonlyargs, *n.args.args, *n.args.kwonlyargs]}
+            elif isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name):
+                inner.add(n.target.id)
+        found -= inner
+    elif ctx is ast.Store:
+        found = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)} - {
+            x.id
+            for c in ast.walk(node)
+            if isinstance(c, ast.comprehension)
+            for x in ast.walk(c.target)
+            if isinstance(x, ast.Name)
+        }
+    return found
+
+
+def _setup(prior: list[ast.stmt]) -> list[ast.stmt] | str:
+    """Every statement the test runs before the failing one, verbatim, so the
+    reproduction does what the test did (a subset could leave out a call
+    whose side effect matters)."""
+    for stmt in prior:
+        if any(isinstance(n, (ast.Return, ast.Yield, ast.YieldFrom, ast.Await)) for n in _own_nodes(stmt)):
+            return "the setup returns or yields"
+    # docstrings are no code
+    return [x for x in prior if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
+
+
+def _own_nodes(stmt: ast.stmt):
+    """The nodes of `stmt` outside the functions it defines."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return  # a definition runs none of its body
+    todo: list[ast.AST] = [stmt]
+    while todo:
+        node = todo.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                todo.append(child)
+
+
+def _free_names(stmt: ast.stmt) -> set[str]:
+    """Names `stmt` reads that it does not bind itself (its own functions'
+    arguments and locals, comprehension variables, imports, definitions)."""
+    bound: set[str] = set()
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            bound.add(n.id)
+        elif isinstance(n, ast.arg):
+            bound.add(n.arg)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in n.names}
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+    return _all_loads(stmt) - bound
+
+
+def _binds(stmt: ast.stmt) -> set[str]:
+    """Names `stmt` binds for the statements after it."""
+    out = {n.id for n in _own_nodes(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    for n in _own_nodes(stmt):
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in n.names}
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        out.add(stmt.name)
+    return out
+
+
+def _needs_fixtures(func: ast.FunctionDef | ast.AsyncFunctionDef, tree: ast.Module, params: set[str]) -> bool:
+    """Whether pytest or unittest prepares something for the test: a
+    fixture argument, `usefixtures`, or a class with set-up methods."""
+    args = [a.arg for a in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]]
+    if any(a not in params and a not in ("self", "cls") for a in args):
+        return True
+    if any("usefixtures" in ast.unparse(d) or "fixture" in ast.unparse(d) for d in func.decorator_list):
+        return True
+    for cls in ast.walk(tree):
+        if isinstance(cls, ast.ClassDef) and func in cls.body:
+            for item in cls.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    item.name.lower().startswith(("setup", "teardown"))
+                    or any("fixture" in ast.unparse(d) for d in item.decorator_list)
+                ):
+                    return True
+    return False
+
+
+_ASSERT_LINE = re.compile(r"^(?:AssertionError: )?assert (.+)$")
+
+
+def _assert_values(detail: str) -> ast.expr | None:
+    """pytest's rewritten assertion (`assert 3 == 2`), or unittest's message
+    (`'a' != 'b'`, `False is not true`), as an expression of values."""
+    for line in detail.splitlines():
+        if not line.startswith("E "):
+            continue
+        text = line[1:].strip()
+        m = _ASSERT_LINE.match(text)
+        if m:
+            text = m.group(1)
+        elif text.startswith("AssertionError: "):
+            text = text.removeprefix("AssertionError: ")
+        else:
+            continue
+        try:
+            return ast.parse(text, mode="eval").body
+        except SyntaxError:
+            return None
+    return None
+
+
+def _truncated(value: str) -> bool:
+    return "..." in value
+
+
+def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro | str:
+    """A standalone reproduction from one failing test, or why there is none.
+
+    The failing statement of the test (found by its line number in the test
+    file, so a statement over several lines counts) with the parametrize
+    values and module constants substituted, and the earlier statements of
+    the test it depends on; fixtures, test helpers and `self` make it not
+    standalone. What went wrong comes from pytest's report: the values of a
+    failed `==`, `is`, or truth assertion, the exception raised, or a
+    `pytest.raises` that saw nothing raised."""
     path, *scope = test_id.split("::")
     if not scope:
-        return None
+        return "the id names no test function"
     func_name, _, idpart = scope[-1].partition("[")
     idpart = idpart[:-1] if idpart.endswith("]") else idpart
+    detail = _ANSI.sub("", detail)
     frame = _test_frame(detail, path, func_name)
     if not frame:
-        return None
-    line, lineno = frame
+        return "the report shows no frame of the test function"
+    _, lineno = frame
+    # The error the test saw: the first `E` line after its own frame (a chained
+    # exception's first block is the one the library caught).
+    tail = detail[detail.rfind(f"{path}:{lineno}: in {func_name}") :]
     try:
         tree = ast.parse(test_source)
-        stmt = ast.parse(line).body[0]
-    except (SyntaxError, IndexError):
-        return None
+    except SyntaxError:
+        return "the test file does not parse"
     imports, module_values = _module_scope(tree)
     func = next(
-        (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func_name),
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and n.name == func_name
+            and n.lineno <= lineno <= (n.end_lineno or n.lineno)
+        ),
         None,
     )
     if func is None:
-        return None
+        return "the failing line is in no test function of that name"
     subst: dict[str, ast.expr] = {}
     if idpart:
         params = _param_sources(func, module_values, idpart, test_source)
         if params is None:
-            return None
+            return "the parametrize case of the id cannot be found"
         for name, text in params.items():
             try:
                 subst[name] = ast.parse(text, mode="eval").body
             except SyntaxError:
-                return None
+                return "a parametrize value does not parse"
     for name, value in module_values.items():
         if name not in subst and name not in imports:
             try:
@@ -315,65 +567,232 @@ def reproduction(test_id: str, detail: str, test_source: str) -> Repro | None:
             except (ValueError, SyntaxError, TypeError, RecursionError):
                 continue
             subst[name] = value
-    stmt = _Substitute(subst).visit(stmt)
-    # The library call: the expression that calls an imported name.
+    found = _failing_statement(func, lineno)
+    if isinstance(found, str):
+        return found
+    stmt, raises, prior = found
+    stmt = _Substitute(subst).visit(copy.deepcopy(stmt))
+    prior = [_Substitute(subst).visit(copy.deepcopy(s)) for s in prior]
+    stmt = _from_unittest(stmt)
+    prior = [_from_unittest(x) for x in prior]
+    err = _error_line(tail)
+    assertion = err.startswith(("AssertionError", "assert "))
     expected_node: ast.expr | None = None
-    left: ast.expr | None = None
+    subject: ast.expr
+    kind = "value"  # value (==, is), truth, falsity
     if isinstance(stmt, ast.Assert):
         test = stmt.test
-        if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
-            return None
-        left, right = test.left, test.comparators[0]
-        call_node, expected_node = (left, right) if _calls_import(left, imports) else (right, left)
-    elif isinstance(stmt, (ast.Assign, ast.Expr)):
-        call_node = stmt.value
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
+            left, right = test.left, test.comparators[0]
+            swap = not _involves_call_or_local(left, imports, prior) and _involves_call_or_local(right, imports, prior)
+            subject, expected_node = (right, left) if swap else (left, right)
+        elif isinstance(test, ast.Compare):
+            return "the assertion compares with an operator other than == or is"
+        elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            subject, kind = test.operand, "falsity"
+        else:
+            subject, kind = test, "truth"
+    elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr)) and stmt.value is not None:
+        subject = stmt.value
     else:
-        return None
-    if not isinstance(call_node, ast.Call) or not _calls_import(call_node, imports):
-        return None
-    nodes = [call_node] + ([expected_node] if expected_node is not None else [])
-    used = {n.id for node in nodes for n in ast.walk(node) if isinstance(n, ast.Name)}
-    if any(u not in imports and u not in _BUILTINS for u in used):
-        return None  # a local of the test: not standalone
-    call = ast.unparse(call_node)
-    inner = call_node
-    while isinstance(inner.func, ast.Name) and inner.func.id in _BUILTINS and len(inner.args) == 1:
-        if not isinstance(inner.args[0], ast.Call):
-            break
-        inner = inner.args[0]  # str(f(x)) -> f(x): the library's own arguments
-    args = ", ".join(ast.unparse(a) for a in [*inner.args, *inner.keywords])
-    err = _error_line(detail)
+        return f"the failing statement is a {type(stmt).__name__}"
+    if _needs_fixtures(func, tree, set(subst)):
+        return "the test uses fixtures or set-up methods"
+    setup = _setup(prior)
+    if isinstance(setup, str):
+        return setup
+    used = _names(subject, ast.Load) | (_names(expected_node, ast.Load) if expected_node is not None else set())
+    for s in setup:
+        used |= _free_names(s)
+    helpers = _helpers_needed(tree, used - set(imports) - _BUILTINS, imports)
+    if isinstance(helpers, str):
+        return helpers
+    known = set(imports) | _BUILTINS | {h.name for h in helpers}
+    bound: set[str] = set()
+    for s in setup:
+        if _free_names(s) - known - bound:
+            return "the setup needs a fixture, a helper or a local the test does not define here"
+        if any(isinstance(n, ast.ImportFrom | ast.Import) for n in ast.walk(s)) and any(
+            _test_helper(m) for m in _modules_of(s)
+        ):
+            return "the setup imports a test helper"
+        bound |= _binds(s)
+    used = _names(subject, ast.Load) | (_names(expected_node, ast.Load) if expected_node is not None else set())
+    if used - known - bound:
+        return "the failing line needs a fixture, a helper or `self`"
+    setup = [*helpers, *setup]
+    if not any(_calls_import(node, imports) for node in [subject, *setup]):
+        return "no library call in the reproduction"
     actual = error = expected = ""
-    if expected_node is not None and not _calls_import(expected_node, imports):
-        expected = ast.unparse(expected_node)
-    if err.startswith("AssertionError") or err.startswith("assert "):
-        m = re.match(r"(?:AssertionError: )?assert (.+)$", err)
-        if not m or expected_node is None:
-            return None
-        try:
-            cmp_node = ast.parse(m.group(1), mode="eval").body
-        except SyntaxError:
-            return None
-        if not (isinstance(cmp_node, ast.Compare) and len(cmp_node.comparators) == 1):
-            return None
-        got, want = (
-            (cmp_node.left, cmp_node.comparators[0]) if call_node is left else (cmp_node.comparators[0], cmp_node.left)
-        )
-        actual, expected = ast.unparse(got), ast.unparse(want)
-    elif re.match(r"[A-Za-z_][\w.]*(Error|Exception|Warning|Timeout)\b", err):
-        error = err
-        wanted = _raises_around(func, lineno)
-        if wanted:
-            expected = f"{wanted} to be raised"
+    no_raise = False
+    if expected_node is not None and not (_names(expected_node, ast.Load) & bound):
+        expected = ast.unparse(expected_node)  # a local's name says nothing: pytest's value or nothing
+    if assertion and not raises:
+        if not isinstance(stmt, ast.Assert):
+            return "an assertion failed inside a helper"
+        values = _assert_values(tail)
+        if values is None:
+            return "pytest did not show the assertion's values"
+        if kind == "value":
+            if not (isinstance(values, ast.Compare) and len(values.comparators) == 1):
+                return "pytest's assertion line is no comparison"
+            got, want = (
+                (values.left, values.comparators[0])
+                if subject is stmt.test.left  # type: ignore[attr-defined]
+                else (values.comparators[0], values.left)
+            )
+            actual, expected = ast.unparse(got), ast.unparse(want)
+        else:
+            shown = values.operand if isinstance(values, ast.UnaryOp) and isinstance(values.op, ast.Not) else values
+            if (
+                isinstance(shown, ast.Compare)
+                and isinstance(shown.ops[0], ast.IsNot)
+                and isinstance(shown.comparators[0], ast.Name)
+                and shown.comparators[0].id in ("true", "false")
+            ):
+                shown = shown.left  # unittest's "False is not true"
+            actual = ast.unparse(shown)
+            expected = "a true value" if kind == "truth" else "a false value"
+        if _truncated(actual) or _truncated(expected):
+            return "pytest cut the value short"
+    elif raises and err.startswith("AssertionError: Regex pattern did not match"):
+        return "the exception was raised with another message (pytest.raises(match=...))"
+    elif raises and (err.startswith("Failed: DID NOT RAISE") or re.match(r"AssertionError: [\w.]+ not raised$", err)):
+        no_raise = True
+        expected = f"{raises} to be raised"
+    elif re.match(r"(?:[a-z_][\w]*\.)*[A-Z]\w*(?::|$)", err) and not err.startswith("Failed:"):
+        error = err  # an exception class (`module.Name: message`)
+        if raises:
+            expected = f"{raises} to be raised"
     else:
-        return None
-    if max(len(call), len(expected), len(actual), len(error)) > MAX_VALUE_CHARS or (actual and actual == expected):
-        return None
-    needed = sorted({imports[u] for u in used if u in imports})
-    return Repro(tuple(needed), call, args, expected, actual, error)
+        return f"the error is not one a reproduction can show: {err[:60]!r}"
+    call = ast.unparse(subject)
+    lines = [ast.unparse(s) for s in setup]
+    if (
+        max(len(call), len(expected), len(actual), len(error)) > MAX_VALUE_CHARS
+        or sum(x.count("\n") + 1 for x in lines) > MAX_SETUP_LINES
+        or sum(map(len, lines)) > MAX_SETUP_CHARS
+        or any(len(y) > MAX_VALUE_CHARS for x in lines for y in x.splitlines())
+    ):
+        return "the reproduction is too long"
+    if actual and actual == expected:
+        return "pytest shows the same value on both sides"
+    needed = sorted({imports[u] for node in [subject, *setup] for u in _all_loads(node) if u in imports})
+    if expected_node is not None:
+        needed = sorted(set(needed) | {imports[u] for u in _names(expected_node, ast.Load) if u in imports})
+    local = bound | {h.name for h in helpers}
+    return Repro(
+        tuple(needed), call, _input_of(subject, setup, imports, local), expected, actual, error, tuple(lines), no_raise
+    )
 
 
-def _calls_import(node: ast.expr, imports: dict[str, str]) -> bool:
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+MAX_HELPER_LINES = 6
+
+
+def _modules_of(stmt: ast.stmt) -> list[str]:
+    out = []
+    for n in ast.walk(stmt):
+        if isinstance(n, ast.Import):
+            out += [a.name for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            out.append("conftest" if n.level else n.module or "")  # relative: the test package
+    return out
+
+
+def _all_loads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _helpers_needed(tree: ast.Module, names: set[str], imports: dict[str, str]) -> list[ast.FunctionDef] | str:
+    """The test module's own small functions the reproduction calls (and
+    those they call), to be copied into it: undecorated, not tests, a few
+    lines, using only imports, builtins and each other."""
+    defs = {
+        n.name: n
+        for n in tree.body
+        if isinstance(n, ast.FunctionDef) and not n.decorator_list and not n.name.startswith("test")
+    }
+    picked: dict[str, ast.FunctionDef] = {}
+    todo = [n for n in names if n in defs]
+    while todo:
+        name = todo.pop()
+        if name in picked:
+            continue
+        fn = defs[name]
+        if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > MAX_HELPER_LINES:
+            return f"the helper {name}() is too long to copy"
+        picked[name] = fn
+        args = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        args |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
+        inner = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        for u in _all_loads(fn) - args - inner - set(imports) - _BUILTINS:
+            if u not in defs:
+                return f"the helper {name}() needs {u}"
+            todo.append(u)
+    return [picked[n] for n in sorted(picked, key=lambda n: defs[n].lineno)]
+
+
+_UNITTEST = {
+    "assertEqual": ast.Eq,
+    "assertEquals": ast.Eq,
+    "assertIs": ast.Is,
+}
+
+
+def _from_unittest(stmt: ast.stmt) -> ast.stmt:
+    """`self.assertEqual(a, b)` as `assert a == b` (and assertTrue,
+    assertFalse, assertIsNone, assertIs), so a TestCase test reads like a
+    pytest one; anything else as it is."""
+    if not (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Attribute)
+        and isinstance(stmt.value.func.value, ast.Name)
+        and stmt.value.func.value.id == "self"
+        and not stmt.value.keywords
+    ):
+        return stmt
+    method, args = stmt.value.func.attr, stmt.value.args
+    test: ast.expr | None = None
+    if method in _UNITTEST and len(args) == 2:
+        test = ast.Compare(left=args[0], ops=[_UNITTEST[method]()], comparators=[args[1]])
+    elif method == "assertIsNone" and len(args) == 1:
+        test = ast.Compare(left=args[0], ops=[ast.Is()], comparators=[ast.Constant(None)])
+    elif method == "assertTrue" and len(args) == 1:
+        test = args[0]
+    elif method == "assertFalse" and len(args) == 1:
+        test = ast.UnaryOp(op=ast.Not(), operand=args[0])
+    if test is None:
+        return stmt
+    out = ast.Assert(test=test, msg=None)
+    return ast.copy_location(out, stmt)
+
+
+def _involves_call_or_local(node: ast.expr, imports: dict[str, str], prior: list[ast.stmt]) -> bool:
+    local = {n for s in prior for n in _names(s, ast.Store)}
+    return _calls_import(node, imports) or bool(_names(node, ast.Load) & local)
+
+
+def _input_of(subject: ast.expr, setup: list[ast.stmt], imports: dict[str, str], local: set[str]) -> str:
+    """The arguments of the library call, for the minimal text ("" when
+    they are locals of the reproduction)."""
+    for node in [subject, *reversed(setup)]:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Call) and _calls_import(sub, imports):
+                inner = sub
+                while isinstance(inner.func, ast.Name) and inner.func.id in _BUILTINS and len(inner.args) == 1:
+                    if not isinstance(inner.args[0], ast.Call):
+                        break
+                    inner = inner.args[0]  # str(f(x)) -> f(x): the library's own arguments
+                parts = [*inner.args, *inner.keywords]
+                if not parts or any(_names(p, ast.Load) & local for p in parts):
+                    return ""
+                return ", ".join(ast.unparse(a) for a in parts)
+    return ""
+
+
+def _calls_import(node: ast.AST, imports: dict[str, str]) -> bool:
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
             root = sub.func
@@ -385,6 +804,8 @@ def _calls_import(node: ast.expr, imports: dict[str, str]) -> bool:
 
 
 def _outcome(r: Repro) -> str:
+    if r.no_raise:
+        return "raises nothing"
     if r.error:
         kind = r.error.split(":", 1)[0].rsplit(".", 1)[-1]
         return f"raises `{kind}`" + (f" (`{r.error}`)" if ":" in r.error else "")
@@ -394,6 +815,8 @@ def _outcome(r: Repro) -> str:
 def _expectation(r: Repro) -> str:
     if r.expected.endswith(" to be raised"):
         return f"`{r.expected.removesuffix(' to be raised')}` to be raised"
+    if r.expected in ("a true value", "a false value"):
+        return r.expected
     return f"`{r.expected}`"
 
 
@@ -416,7 +839,12 @@ def write_symptom(package: str, version: str, repros: list[Repro]) -> tuple[str,
 def write_minimal(package: str, version: str, repros: list[Repro]) -> tuple[str, str]:
     """(title, one sentence): the symptom without the call."""
     r = repros[0]
-    got = f"raises {r.error.split(':', 1)[0].rsplit('.', 1)[-1]}" if r.error else f"gives `{r.actual}`"
+    if r.no_raise:
+        got = "raises nothing"
+    elif r.error:
+        got = f"raises {r.error.split(':', 1)[0].rsplit('.', 1)[-1]}"
+    else:
+        got = f"gives `{r.actual}`"
     want = f" instead of {_expectation(r).removesuffix(' to be raised')}" if r.expected else ""
     more = " (and it is not the only input that goes wrong)" if len(repros) > 1 else ""
     return f"{package}: wrong result", f"With {package} {version}, the input `{r.args}` {got}{want}{more}.\n"

@@ -612,11 +612,21 @@ def test_v2_set_hides_its_tests_and_records_difficulty():
     assert size / len(ts) < 30_000, size / len(ts)
 
 
-def _v2_one_per_package():
+SHIPPED_V3 = SHIPPED.parent / "pypi-v3"
+V3_MIN_TASKS, V3_MIN_PACKAGES = 1000, 32  # the issue's bar (docs/families/swe_repo.md)
+
+
+def _v3_tasks():
+    return TaskSet.load(SHIPPED_V3).tasks if (SHIPPED_V3 / "taskset.yaml").exists() else []
+
+
+def _v3_one_per_package():
     """One task per package (`tasks validate` checks them all): a combined one
-    for every other package, so both kinds are in the sample."""
+    for every other package, so both kinds are in the sample. From pypi-v3,
+    which holds every pypi-v2 task with the same patches and tests (checked
+    below), and more."""
     by_pkg: dict[str, list] = {}
-    for t in _v2_tasks():
+    for t in _v3_tasks():
         by_pkg.setdefault(t.visible.repo.name, []).append(t)
     out = []
     for i, name in enumerate(sorted(by_pkg)):
@@ -626,9 +636,50 @@ def _v2_one_per_package():
     return out
 
 
-@pytest.mark.parametrize("task", _v2_one_per_package(), ids=lambda t: t.id)
-def test_v2_sample_gold_full_empty_no(task, runtime):
+@pytest.mark.parametrize("task", _v3_one_per_package(), ids=lambda t: t.id)
+def test_v3_sample_gold_full_empty_no(task, runtime):
     _check_gold_and_empty(task, runtime)
+
+
+# -- the shipped pypi-v3 set: pypi-v2 grown, issue texts written again ---------------------
+
+
+def test_v3_set_has_a_thousand_tasks_and_keeps_every_v2_task():
+    from sandgym.envs.swe_repo.assemble import choose_level
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.issues import names_any
+
+    v3 = {t.id: t for t in _v3_tasks()}
+    packages = {t.visible.repo.name for t in v3.values()}
+    assert len(v3) >= V3_MIN_TASKS and len(packages) >= V3_MIN_PACKAGES, (len(v3), len(packages))
+    for t in _v2_tasks():  # same id: same start state, gold patch and tests (only the issue text may differ)
+        n = v3[t.id]
+        assert (n.visible.base_patch, n.hidden.patch, n.hidden.test_patch) == (
+            t.visible.base_patch,
+            t.hidden.patch,
+            t.hidden.test_patch,
+        ), t.id
+        assert (n.hidden.FAIL_TO_PASS, n.hidden.PASS_TO_PASS) == (t.hidden.FAIL_TO_PASS, t.hidden.PASS_TO_PASS)
+    v2_ids = {t.id for t in _v2_tasks()}
+    assert len({t.visible.base_patch for t in v3.values()}) == len(v3)
+    levels = {"located": 0, "symptom": 0, "minimal": 0}
+    for t in v3.values():
+        v, h, d = t.visible, t.hidden, t.visible.difficulty
+        levels[d.issue_level] += 1
+        drawn = choose_level({"located": 1, "symptom": 2, "minimal": 1}, t.id, 0)
+        # a new text is at its drawn level or falls back (minimal -> symptom -> located), never up
+        # (some pypi-v2 tasks came from runs with other level weights)
+        order = ["located", "symptom", "minimal"]
+        assert t.id in v2_ids or order.index(d.issue_level) <= order.index(drawn), (t.id, drawn, d.issue_level)
+        assert f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
+        assert d.failing_tests == len(h.FAIL_TO_PASS) and 1 <= d.held_out < d.failing_tests
+        for line in changed_lines(h.patch):
+            assert line in ("pass", "continue", "break", "return", "else:") or line not in v.problem_statement, t.id
+        if d.issue_level != "located":
+            names = {target_of(x).name for x in h.FAIL_TO_PASS} | {target_of(x).path for x in h.FAIL_TO_PASS}
+            assert not names_any(v.title + v.problem_statement, sorted(names)), t.id
+    # The wider reproductions: far fewer texts fall back to `located` than pypi-v2's 81 %.
+    assert levels["located"] / len(v3) < 0.7, levels
 
 
 def test_v2_tasks_export_in_swebench_format(tmp_path):
