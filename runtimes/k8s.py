@@ -561,26 +561,8 @@ class KubernetesRuntime(Runtime):
     def open_stream(self, sid: str, container: str, command: list[str] | None = None):
         """A websocket (binary, channel-framed) to `container`'s first process
         (attach) or, with `command`, to a new process in it (exec)."""
-        from kubernetes.stream import stream
-
-        call = self._attach_core.connect_get_namespaced_pod_attach
-        extra: dict = {}
-        if command is not None:
-            call, extra = self._attach_core.connect_get_namespaced_pod_exec, {"command": command}
         with self._attach_lock:
-            return stream(
-                call,
-                sid,
-                self.namespace,
-                container=container,
-                stdin=True,
-                stdout=True,
-                stderr=True,
-                tty=False,
-                _preload_content=False,
-                binary=True,
-                **extra,
-            ).sock
+            return pod_stream(self._attach_core, sid, self.namespace, container, command)
 
     def exec_call(
         self, sid: str, container: str, command: list[str], stdin: bytes = b"", timeout: float = 60.0
@@ -680,6 +662,32 @@ def exec_status(status: bytes) -> int:
             except (TypeError, ValueError):
                 break
     return -1
+
+
+def pod_stream(core, pod: str, namespace: str, container: str, command: list[str] | None = None):
+    """A websocket (binary, channel-framed: 0 stdin, 1 stdout, 2 stderr, 3 the
+    status) to `container`'s first process (attach) or, with `command`, to a
+    new process in it (exec). `core` must be a CoreV1Api no other thread uses
+    meanwhile: the client's stream() swaps its request method while it connects."""
+    from kubernetes.stream import stream
+
+    call = core.connect_get_namespaced_pod_attach
+    extra: dict = {}
+    if command is not None:
+        call, extra = core.connect_get_namespaced_pod_exec, {"command": command}
+    return stream(
+        call,
+        pod,
+        namespace,
+        container=container,
+        stdin=True,
+        stdout=True,
+        stderr=True,
+        tty=False,
+        _preload_content=False,
+        binary=True,
+        **extra,
+    ).sock
 
 
 def pod_statuses(pod, init: bool = False) -> list:

@@ -81,25 +81,12 @@ def relay(ws, fd_in: int, fd_out: int, fd_err: int) -> int:
 def main(argv: list[str]) -> int:
     cfg = json.loads(argv[1])
     from kubernetes import client
-    from kubernetes.stream import stream
 
-    from .k8s import load_client
+    from .k8s import load_client, pod_stream
 
     core = client.CoreV1Api(load_client(cfg.get("kubeconfig")))
     try:
-        ws = stream(
-            core.connect_get_namespaced_pod_exec,
-            cfg["pod"],
-            cfg["namespace"],
-            container=cfg["container"],
-            command=[*cfg["command"], *argv[2:]],
-            stdin=True,
-            stdout=True,
-            stderr=True,
-            tty=False,
-            _preload_content=False,
-            binary=True,
-        ).sock
+        ws = pod_stream(core, cfg["pod"], cfg["namespace"], cfg["container"], [*cfg["command"], *argv[2:]])
     except Exception as e:
         print(f"sandgym relay: cannot exec in pod {cfg['pod']}: {e}", file=sys.stderr)
         return 1
