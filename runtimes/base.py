@@ -141,10 +141,16 @@ class Sandbox(abc.ABC):
         env: Mapping[str, str] | None = None,
         cwd: str | None = None,
         max_output: int = 1 << 20,
+        last: bool = False,
     ) -> ExecResult:
         """Run a Python script inside the sandbox. Backends with a warm
         interpreter fork it instead of starting a new one; either way the
-        script starts before it can see `stdin`."""
+        script starts before it can see `stdin`.
+
+        `last`: the sandbox's last command (a single-use sandbox's). Such
+        backends then run the script in that interpreter itself, with no
+        fork: only its sys.stdout and sys.stderr are captured, and the
+        sandbox takes no other command afterwards."""
         return self.exec(["python3", "-I", "-S", script, *args], timeout, stdin, env, cwd, max_output)
 
     @abc.abstractmethod

@@ -11,7 +11,7 @@ is one message and a fork, not a `docker exec`.
 With `prestart` (argument or SANDGYM_DOCKER_PRESTART), container start
 and removal leave the caller's critical path: a bounded stock of fresh,
 never-used containers is started ahead for each spec that repeats (see
-`_Stock`), and closed containers are removed by a background thread
+runtimes/stock.py), and closed containers are removed by a background thread
 (`_Remover`). A container is handed out once and removed after use.
 """
 
@@ -21,7 +21,6 @@ import atexit
 import functools
 import json
 import os
-import select
 import socket
 import threading
 import time
@@ -42,6 +41,8 @@ from .base import (
 )
 from .images import _docker, default_image, image_exists, image_for
 from .staging import stage_dir
+from .stock import STOCK_MAX_IDLE_S, Stock, waiting
+from .stock import prestart_setting as stock_setting
 
 READY_TIMEOUT_S = 60.0
 OWNER_LABEL = "sandgym.owner"  # host:pid of the process that made it
@@ -49,16 +50,6 @@ RUN_LABEL = "sandgym.run"
 EXPIRES_LABEL = "sandgym.expires"  # unix time after which gc may remove it
 STOCK_LABEL = "sandgym.stock"  # "1": started ahead, before any caller asked for it
 PRESTART_ENV = "SANDGYM_DOCKER_PRESTART"
-# The stock's bounds: containers held ready in all (an idle runc container
-# costs its agent's memory; a runsc one its sentry too, and on systrap
-# about 3% of a core, docs/runtimes.md), how long one
-# may wait unused (its agent's lifetime is extended by this much and the
-# host enforces the spec's lifetime from hand-out on), how long a spec
-# stays wanted after its last request, and how many are started at once.
-STOCK_MAX = 4
-STOCK_MAX_IDLE_S = 60.0
-STOCK_WANTED_S = 120.0
-STOCK_STARTERS = 2
 ISOLATION = {"runc": "runc", "runsc": "runsc", "kata": "kata"}
 # Registered names tried for each isolation, in order.
 OCI_NAMES = {"runc": ("runc",), "runsc": ("runsc",), "kata": ("kata", "kata-runtime", "kata-qemu")}
@@ -145,7 +136,9 @@ class DockerRuntime(Runtime):
         self._open: weakref.WeakSet[AgentSandbox] = weakref.WeakSet()
         self.prestart = prestart_setting(prestart)
         self._remover = _Remover(self.client) if self.prestart else None
-        self._stock = _Stock(self, self.prestart) if self.prestart else None
+        self._stock: Stock[_Started] | None = None
+        if self.prestart:
+            self._stock = Stock(self._start_ahead, self._discard, self.prestart, "docker", count_in_use=True)
         atexit.register(self.close)
 
     def close(self) -> None:
@@ -252,6 +245,13 @@ class DockerRuntime(Runtime):
         except Exception:  # already gone; gc catches anything left
             pass
 
+    def _start_ahead(self, spec: SandboxSpec, image: str) -> _Started:
+        return self._start(spec, image, stocked=True)
+
+    def _discard(self, started: _Started) -> None:
+        started.sock.close()
+        self._remove(started.container_id)
+
     def _start(self, spec: SandboxSpec, image: str, stocked: bool) -> _Started:
         """Create and start a container for `spec` and wait for its agent."""
         sid = f"sg-docker-{uuid.uuid4().hex[:10]}"
@@ -336,14 +336,7 @@ class DockerRuntime(Runtime):
 
 def prestart_setting(value: int | None) -> int:
     """Containers to keep started ahead per repeating spec (0: none, removal in the foreground)."""
-    if value is None:
-        raw = os.environ.get(PRESTART_ENV, "0").strip() or "0"
-        if not raw.isdigit():
-            raise ValueError(f"{PRESTART_ENV}={raw!r} is not a count: set it to 0 (off) or a small number such as 2")
-        value = int(raw)
-    if value < 0:
-        raise ValueError(f"prestart={value} is negative: pass 0 (off) or a small number such as 2")
-    return value
+    return stock_setting(value, PRESTART_ENV)
 
 
 def source_ids(paths: list[str]) -> tuple:
@@ -373,18 +366,9 @@ class _Started:
     key: str = ""  # the stock's key, for stocked ones
 
     def fresh(self) -> bool:
-        """Still waiting as it started: young enough, and its agent silent
-        (an idle agent sends nothing; a readable stream means it spoke or died)."""
-        if time.monotonic() - self.ready_at > STOCK_MAX_IDLE_S or self.channel.broken:
-            return False
         if source_ids([m[0] for m in self.mounts]) != self.mounts:
             return False  # a mount source was replaced since: the container holds the old one
-        try:
-            poller = select.poll()  # not select(): no limit on the descriptor's number
-            poller.register(self.sock, select.POLLIN | select.POLLHUP | select.POLLERR)
-            return not poller.poll(0)
-        except (OSError, ValueError):
-            return False
+        return waiting(self.ready_at, bool(self.channel.broken), self.sock)
 
 
 class _Remover:
@@ -424,161 +408,6 @@ class _Remover:
     def drain(self) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self._pending == 0)
-
-
-class _Stock:
-    """Fresh containers started ahead, per spec (labels aside) and image.
-
-    A spec is stocked once it has been asked for twice within
-    STOCK_WANTED_S; up to `per_key` containers, ready or handed out and not
-    closed yet, exist for it (refills wait for a close, so that they do not
-    compete with the run for the CPU), and STOCK_MAX ready or starting in
-    all. `take` pops one under the lock (handed out once, never put back);
-    starter threads refill in the background; a container unused for
-    STOCK_MAX_IDLE_S, or of a spec no longer wanted, is removed.
-    """
-
-    def __init__(self, runtime: DockerRuntime, per_key: int):
-        self.rt = runtime
-        self.per_key = per_key
-        self._ready: dict[str, deque[_Started]] = {}
-        self._wanted: dict[str, tuple[SandboxSpec, str, float, int]] = {}  # key: spec, image, last ask, asks
-        self._starting: dict[str, int] = {}
-        self._in_use: dict[str, int] = {}  # handed out and not closed yet
-        self._cond = threading.Condition()
-        self._threads: list[threading.Thread] = []
-        self._closed = False
-
-    @staticmethod
-    def key(spec: SandboxSpec, image: str) -> str:
-        return image + "\0" + spec.model_copy(update={"labels": {}}).model_dump_json()
-
-    def count(self) -> int:
-        with self._cond:
-            return sum(len(q) for q in self._ready.values())
-
-    def take(self, spec: SandboxSpec, image: str) -> _Started | None:
-        key = self.key(spec, image)
-        stale: list[_Started] = []
-        found = None
-        with self._cond:
-            self._closed = False
-            _, _, _, asks = self._wanted.get(key, (spec, image, 0.0, 0))
-            self._wanted[key] = (spec, image, time.monotonic(), asks + 1)
-            queue = self._ready.get(key)
-            while queue:
-                candidate = queue.popleft()
-                if candidate.fresh():
-                    found = candidate
-                    self._in_use[key] = self._in_use.get(key, 0) + 1
-                    break
-                stale.append(candidate)
-            self._ensure_threads()
-            self._cond.notify_all()
-        for s in stale:
-            self._discard(s)
-        return found
-
-    def _ensure_threads(self) -> None:
-        self._threads = [t for t in self._threads if t.is_alive()]
-        while len(self._threads) < STOCK_STARTERS:
-            t = threading.Thread(target=self._run, name="sandgym-docker-stock", daemon=True)
-            t.start()
-            self._threads.append(t)
-
-    def _next(self) -> tuple[str, SandboxSpec, str] | None:
-        """The spec to start a container for now (lock held), and what to drop."""
-        now = time.monotonic()
-        for key, (_, _, last, _) in list(self._wanted.items()):
-            if now - last > STOCK_WANTED_S:
-                del self._wanted[key]
-        total = sum(len(q) for q in self._ready.values()) + sum(self._starting.values())
-        if total >= STOCK_MAX:
-            return None
-        for key, (spec, image, _, asks) in self._wanted.items():
-            # Those in use count: the refill waits until one is closed, so
-            # that it does not compete with the run for the CPU.
-            have = len(self._ready.get(key, ())) + self._starting.get(key, 0) + self._in_use.get(key, 0)
-            if asks >= 2 and have < self.per_key:
-                return key, spec, image
-        return None
-
-    def _expired(self) -> list[_Started]:
-        """Stocked containers too old, dead, or of a spec no longer wanted (lock held)."""
-        out = []
-        for key, queue in list(self._ready.items()):
-            keep = deque(s for s in queue if key in self._wanted and s.fresh())
-            out += [s for s in queue if s not in keep]
-            if keep:
-                self._ready[key] = keep
-            else:
-                del self._ready[key]
-        return out
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if self._closed:
-                    return
-                job = self._next()
-                drop = self._expired()
-                if job is None and not drop:
-                    if not self._wanted and not self._ready:
-                        return  # nothing to do: the next take() starts us again
-                    self._cond.wait(timeout=5.0)
-                    continue
-                if job is not None:
-                    self._starting[job[0]] = self._starting.get(job[0], 0) + 1
-            for s in drop:
-                self._discard(s)
-            if job is None:
-                continue
-            key, spec, image = job
-            started = None
-            try:
-                started = self.rt._start(spec, image, stocked=True)
-                started.key = key
-            except Exception:
-                time.sleep(1.0)  # the engine is struggling; callers create on the spot meanwhile
-            with self._cond:
-                self._starting[key] -= 1
-                if started is not None and self._closed:
-                    pass  # closed while starting: removed below
-                elif started is not None:
-                    self._ready.setdefault(key, deque()).append(started)
-                    started = None
-                self._cond.notify_all()
-            if started is not None:
-                self._discard(started)
-
-    def returned(self, key: str) -> None:
-        """A sandbox handed out from the stock was closed: its place may be refilled."""
-        with self._cond:
-            self._in_use[key] = max(0, self._in_use.get(key, 0) - 1)
-            if not self._in_use[key]:
-                del self._in_use[key]
-            self._cond.notify_all()
-
-    def _discard(self, s: _Started) -> None:
-        s.sock.close()
-        self.rt._remove(s.container_id)
-
-    def close(self) -> None:
-        """Stop starting, wait for the starters, remove every stocked container."""
-        with self._cond:
-            self._closed = True
-            self._wanted.clear()
-            self._cond.notify_all()
-            threads = list(self._threads)
-        for t in threads:
-            if t is not threading.current_thread():
-                t.join()
-        with self._cond:
-            left = [s for q in self._ready.values() for s in q]
-            self._ready.clear()
-            self._threads = []
-        for s in left:
-            self._discard(s)
 
 
 def reap(include_live_owners: bool = False) -> list[str]:

@@ -15,6 +15,7 @@ import json
 import os
 import queue
 import re
+import select
 import shutil
 import signal
 import socket
@@ -23,7 +24,8 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from .agent_client import AGENT_DIR, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
@@ -37,14 +39,20 @@ from .base import (
 )
 from .bwrap import ETC_ALLOWED, host_root_args
 from .staging import stage_dir, stage_files, staging_root
+from .stock import STOCK_MAX_IDLE_S, Stock, prestart_setting, waiting
 
 SANDBOX_PYTHON = "/usr/bin/python3"
 READY_TIMEOUT_S = 30.0
 # Where the zygote sees the host's staging folder; forked sandboxes bind
 # from it and then hide it.
 STAGE_IN_ZYGOTE = "/run/sandgym-stage"
-# Modules every forked sandbox finds already imported.
-ZYGOTE_PRELOAD = ["ctypes", "io", "socket", "tarfile", "threading", "traceback", "nest"]
+# Sandboxes made ahead per repeating spec (runtimes/stock.py), when the
+# argument is not given.
+PRESTART_ENV = "SANDGYM_LOCAL_PRESTART"
+# Modules every forked sandbox finds already imported (random: about 1 ms
+# to import, and the code verifier's judge and much candidate code use it;
+# nest.enter reseeds it in every sandbox).
+ZYGOTE_PRELOAD = ["ctypes", "io", "random", "socket", "tarfile", "threading", "traceback", "nest"]
 
 
 # Temporary folders this process makes are named sandgym-<kind>-<pid>-XXXXXXXX
@@ -218,29 +226,6 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _ns_pids(pid: int) -> list[int]:
-    """A process's pid in each PID namespace it is in, outermost first."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    return [int(x) for x in line.split()[1:]]
-    except (OSError, ValueError):
-        pass
-    return []
-
-
-def _wait_gone(host_pid: int, inner_pid: int, timeout: float) -> None:
-    """Wait until the process is gone or a zombie (or its pid now names
-    another process)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        ids = _ns_pids(host_pid)
-        if len(ids) < 2 or ids[1] != inner_pid or not pid_alive(host_pid):
-            return
-        time.sleep(0.0005)
-
-
 def _kill_tree(pid: int) -> None:
     """SIGKILL a process and all its descendants, top first.
 
@@ -370,6 +355,30 @@ class _BwrapProcess:
         self.stderr.close()
 
 
+@dataclass
+class _Spawned:
+    """A sandbox cloned by the zygote whose agent said ready, not yet handed to anyone."""
+
+    sid: str
+    channel: AgentChannel
+    sock: socket.socket
+    closer: Callable[[bool], None]
+    diagnose: Callable[[], str]
+    ready_at: float  # time.monotonic()
+    key: str = ""  # the stock's key, for stocked ones
+
+    def fresh(self) -> bool:
+        return waiting(self.ready_at, bool(self.channel.broken), self.sock)
+
+    def expire(self) -> None:
+        """Its lifetime is over: end it, from any thread."""
+        self.channel.abort()
+        self.closer(False)
+
+    def discard(self) -> None:
+        self.closer(False)
+
+
 class LocalRuntime(Runtime):
     """Sandboxes from Linux namespaces on this machine.
 
@@ -382,7 +391,13 @@ class LocalRuntime(Runtime):
     name = "local"
     isolation = "namespaces"
 
-    def __init__(self, sandbox_uid: int | None = None, sandbox_gid: int | None = None, zygote: bool = True):
+    def __init__(
+        self,
+        sandbox_uid: int | None = None,
+        sandbox_gid: int | None = None,
+        zygote: bool = True,
+        prestart: int | None = None,
+    ):
         bwrap = shutil.which("bwrap")
         if not bwrap:
             raise RuntimeUnavailable(
@@ -415,6 +430,9 @@ class LocalRuntime(Runtime):
             },
         )
         self.use_zygote = zygote
+        self.prestart = prestart_setting(prestart, PRESTART_ENV)
+        self._stock: Stock[_Spawned] | None = None
+        self._stock_pid = -1
         self._zygote: _BwrapProcess | None = None
         self._zygote_lock = threading.Lock()
         self._pid = os.getpid()
@@ -490,7 +508,9 @@ class LocalRuntime(Runtime):
             self._zygote = z
             return z
 
-    def _create_from_zygote(self, spec: SandboxSpec, binds: list[list[str]], sid: str) -> AgentSandbox:
+    def _spawn(self, spec: SandboxSpec, binds: list[list[str]], sid: str, stocked: bool = False) -> _Spawned:
+        """A new sandbox cloned by the zygote, its agent ready. Stocked ones
+        live STOCK_MAX_IDLE_S longer; the hand-out enforces the spec's lifetime."""
         z = self._get_zygote()
         nest = {
             "workdir": spec.workdir,
@@ -498,40 +518,77 @@ class LocalRuntime(Runtime):
             "binds": binds,
             "hide": [str(Path(STAGE_IN_ZYGOTE).parent)],
         }
+        config = agent_config(spec)
+        if stocked:
+            config["lifetime_s"] = spec.wall_timeout_s + STOCK_MAX_IDLE_S
         try:
-            reply, _, fd = z.channel.request_fd(
-                {"op": "spawn", "nest": nest, "agent": agent_config(spec)}, timeout=READY_TIMEOUT_S
+            reply, _, fds = z.channel.request_fds(
+                {"op": "spawn", "nest": nest, "agent": config}, timeout=READY_TIMEOUT_S
             )
         except SandboxError as e:
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
-        if fd is None:
-            raise SandboxError(f"could not start sandbox {sid}: the zygote passed no channel")
-        sock = socket.socket(fileno=fd)
+        if len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            raise SandboxError(f"could not start sandbox {sid}: the zygote passed no channel and pidfd")
+        sock = socket.socket(fileno=fds[0])
+        pidfd = fds[1]  # the sandbox's init: readable once it has exited
         channel = AgentChannel(sock, f"sandbox {sid}")
         pid = reply["pid"]
-        host_pid: list[int] = []  # the sandbox's init as this host sees it, found once ready
+        closed = threading.Lock()
 
         def closer(clean: bool) -> None:
+            if not closed.acquire(blocking=False):
+                return  # (the lifetime's timer and the owner may both close it)
             if not clean:
                 try:
                     z.channel.request({"op": "kill", "pid": pid}, timeout=5.0)
                 except SandboxError:
                     pass
             sock.close()
-            # close() returns once nothing of the sandbox runs: its init is
-            # gone only after the kernel has killed and reaped the rest.
-            if host_pid:
-                _wait_gone(host_pid[0], pid, CLOSE_WAIT_S)
+            # close() returns once nothing of the sandbox is left: its init
+            # exits only after the kernel has killed the rest, and is reaped
+            # by bubblewrap's init a moment later (signal 0 fails from then on).
+            try:
+                deadline = time.monotonic() + CLOSE_WAIT_S
+                select.select([pidfd], [], [], CLOSE_WAIT_S)
+                while time.monotonic() < deadline:
+                    try:
+                        signal.pidfd_send_signal(pidfd, 0)
+                    except ProcessLookupError:
+                        break
+                    time.sleep(0.0002)
+            finally:
+                os.close(pidfd)
 
         try:
-            ready, _ = channel.read_reply(READY_TIMEOUT_S)
+            channel.read_reply(READY_TIMEOUT_S)
         except SandboxError as e:
             closer(False)
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e
-        host_pid.extend(p for p in _descendants(z.proc.pid) if _ns_pids(p)[1:] == [pid, 1])
-        info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0, labels=dict(spec.labels))
+        return _Spawned(sid, channel, sock, closer, lambda: z.stderr_text()[-800:], time.monotonic())
+
+    def _hand_out(self, box: _Spawned, spec: SandboxSpec, create_s: float, stocked: bool) -> AgentSandbox:
+        """The sandbox object over a spawned sandbox (its one and only user)."""
+        info = SandboxInfo(
+            backend="local", isolation="namespaces", id=box.sid, create_s=create_s, labels=dict(spec.labels)
+        )
         # The agent is PID 1 of the sandbox: its exit ends everything in it.
-        return AgentSandbox(channel, spec, info, closer, lambda: z.stderr_text()[-800:], wait_on_close=False)
+        if not stocked:
+            return AgentSandbox(box.channel, spec, info, box.closer, box.diagnose, wait_on_close=False)
+        # Its agent lives STOCK_MAX_IDLE_S longer than the spec says: the
+        # host ends it at the spec's lifetime from now.
+        stock, timer = self._stock, threading.Timer(spec.wall_timeout_s, box.expire)
+        timer.daemon = True
+        timer.start()
+
+        def closer(clean: bool) -> None:
+            timer.cancel()
+            box.closer(clean)
+            if stock is not None:
+                stock.returned(box.key)
+
+        return AgentSandbox(box.channel, spec, info, closer, box.diagnose, wait_on_close=False)
 
     # -- public ----------------------------------------------------------------
 
@@ -546,16 +603,46 @@ class LocalRuntime(Runtime):
         start = time.perf_counter()
         binds = self._zygote_binds(spec) if self.use_zygote else None
         if binds is not None:
-            box = self._create_from_zygote(spec, binds, sid)
-        else:
-            bw = _BwrapProcess(self._bwrap_argv(spec, agent_config(spec), zygote=False), f"sandbox {sid}")
-            bw.wait_ready(f"sandbox {sid}")
-            info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0, labels=dict(spec.labels))
-            box = AgentSandbox(bw.channel, spec, info, bw.close, bw.stderr_text)
+            stock = self._local_stock()
+            ready = stock.take(spec) if stock is not None else None
+            if ready is not None:
+                return self._hand_out(ready, spec, time.perf_counter() - start, stocked=True)
+            return self._hand_out(self._spawn(spec, binds, sid), spec, time.perf_counter() - start, stocked=False)
+        bw = _BwrapProcess(self._bwrap_argv(spec, agent_config(spec), zygote=False), f"sandbox {sid}")
+        bw.wait_ready(f"sandbox {sid}")
+        info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0, labels=dict(spec.labels))
+        box = AgentSandbox(bw.channel, spec, info, bw.close, bw.stderr_text)
         box.info.create_s = time.perf_counter() - start
         return box
 
+    def stocked(self) -> int:
+        """Sandboxes made ahead and not handed out yet."""
+        return self._stock.count() if self._stock is not None else 0
+
+    def stock_hits(self) -> int:
+        """Sandboxes handed out from the stock so far."""
+        return self._stock.hits if self._stock is not None else 0
+
+    def _local_stock(self) -> Stock[_Spawned] | None:
+        if not self.prestart:
+            return None
+        self._get_zygote()  # (in a forked child, this also gives it locks of its own)
+        with self._zygote_lock:
+            if self._stock_pid != os.getpid():
+                # A forked child must not hand out its parent's sandboxes (their
+                # channels are the parent's too): it makes a stock of its own.
+                self._stock_pid = os.getpid()
+                self._stock = Stock(self._spawn_ahead, _Spawned.discard, self.prestart, "local", count_in_use=False)
+            return self._stock
+
+    def _spawn_ahead(self, spec: SandboxSpec, variant: str) -> _Spawned:
+        binds = self._zygote_binds(spec)
+        assert binds is not None  # only such specs are stocked
+        return self._spawn(spec, binds, f"sg-local-{uuid.uuid4().hex[:10]}", stocked=True)
+
     def close(self) -> None:
+        if self._stock is not None and self._stock_pid == os.getpid():
+            self._stock.close()
         with self._zygote_lock:
             if self._zygote is not None:
                 self._zygote.close(False)

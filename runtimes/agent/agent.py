@@ -18,6 +18,7 @@ pooled sandbox's reset could find on every backend).
 """
 
 import errno
+import io
 import json
 import os
 import resource
@@ -385,6 +386,29 @@ def _fork(child_main):
         os._exit(code & 0xFF if isinstance(code, int) else 1)
 
 
+def _exec_script(argv, cwd, env):
+    """Run the script argv[0] in this interpreter, as `python3 script` would
+    (without runpy's import machinery); its exit code."""
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    sys.argv = list(argv)
+    with open(argv[0], "rb") as f:
+        source = f.read()
+    script = {"__name__": "__main__", "__file__": argv[0], "__builtins__": __builtins__}
+    try:
+        exec(compile(source, argv[0], "exec"), script)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+    return 0
+
+
 def _spawn_python(argv, cwd, env, with_stdin):
     """Run a Python script in a fork of this warm interpreter.
 
@@ -402,30 +426,10 @@ def _spawn_python(argv, cwd, env, with_stdin):
         os.dup2(w_err, 2)
         os.closerange(3, 1 << 16)
         signal.alarm(0)
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        import io
-
         sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
-        sys.argv = list(argv)
-        # What `python3 script` does, without runpy's import machinery.
-        with open(argv[0], "rb") as f:
-            source = f.read()
-        script = {"__name__": "__main__", "__file__": argv[0], "__builtins__": __builtins__}
-        try:
-            exec(compile(source, argv[0], "exec"), script)
-        except SystemExit as e:
-            return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except (OSError, ValueError):
-                    pass
-        return 0
+        return _exec_script(argv, cwd, env)
 
     try:
         pid = _fork(run_script)
@@ -440,7 +444,103 @@ def _spawn_python(argv, cwd, env, with_stdin):
     return Child(pid, w_in, r_out, r_err)
 
 
+# Set once a job ran in the agent's own process: the sandbox is spent.
+_spent = False
+
+
+class _Sink(io.RawIOBase):
+    """A job's stdout or stderr in place: the first `cap` bytes, in memory."""
+
+    def __init__(self, cap):
+        super().__init__()
+        self.buf = bytearray()
+        self.cap = cap
+        self.truncated = False
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        room = self.cap - len(self.buf)
+        if len(data) > room:
+            self.truncated = True
+        self.buf += bytes(data[: max(room, 0)])
+        return len(data)
+
+
+def op_exec_in_place(req, read_body, cfg):
+    """Run a Python script as the sandbox's last job, in this process: no fork.
+
+    For single-use sandboxes (a verifier's): a fork of this interpreter,
+    its start-up and its exit cost about as much as the job itself. The
+    request's body becomes the script's stdin when the script first reads
+    it (so processes it starts before that hold none of it, as with a
+    fork); its sys.stdout and sys.stderr are kept in memory (what it or its
+    children write to fds 1 and 2 directly is not captured: those stay the
+    agent's, and no other process can reach memory). There is no timeout
+    here: the host stops waiting after `timeout` and ends the sandbox.
+    Afterwards the sandbox takes no other job.
+    """
+    global _spent
+    _spent = True
+    start = time.monotonic()
+    cpu = cfg.get("limits", {}).get("cpu_seconds")
+    if cpu:
+        used = int(sum(os.times()[:2])) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (used + int(cpu), used + int(cpu) + 1))
+    cap = int(req.get("max_output") or (1 << 20))
+    out, err = _Sink(cap), _Sink(cap)
+    body: list[memoryview] = []
+
+    class Body(io.RawIOBase):
+        def readable(self):
+            return True
+
+        def readinto(self, buf):
+            if not body:
+                body.append(memoryview(read_body()))
+            n = min(len(buf), len(body[0]))
+            buf[:n] = body[0][:n]
+            body[0] = body[0][n:]
+            return n
+
+    saved = sys.stdin, sys.stdout, sys.stderr
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(Body()))
+    sys.stdout = io.TextIOWrapper(out, write_through=True)
+    sys.stderr = io.TextIOWrapper(err, write_through=True)
+    env = dict(cfg.get("env", {}))
+    env.update(req.get("env") or {})
+    try:
+        code = _exec_script(req["argv"], req.get("cwd") or cfg.get("workdir") or "/", env)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        sys.stdin, sys.stdout, sys.stderr = saved
+        del body[:]
+    if _lifetime_end is not None:
+        # (A job may have used SIGALRM's timer, and with it cancelled the lifetime's.)
+        signal.signal(signal.SIGALRM, _lifetime_over)
+        signal.alarm(max(1, int(_lifetime_end - time.monotonic()) + 1))
+    _reap_children()
+    header = {
+        "ok": True,
+        "exit_code": code & 0xFF if isinstance(code, int) else 1,
+        "signal": 0,
+        "duration_s": time.monotonic() - start,
+        "timed_out": False,
+        "truncated": out.truncated or err.truncated,
+        "stdout_len": len(out.buf),
+        "stderr_len": len(err.buf),
+    }
+    return header, [out.buf, err.buf]
+
+
 def op_exec(req, read_body, cfg):
+    if req.get("in_place"):
+        return op_exec_in_place(req, read_body, cfg)
     argv = req["argv"]
     timeout = req.get("timeout")
     cap = int(req.get("max_output") or (1 << 20))
@@ -584,7 +684,6 @@ def _safe_path(root, name):
 
 
 def op_put(req, read_body, cfg):
-    import io
     import tarfile
 
     body = read_body()
@@ -610,7 +709,6 @@ def op_put(req, read_body, cfg):
 
 
 def op_get(req, read_body, cfg):
-    import io
     import tarfile
 
     read_body()
@@ -666,7 +764,15 @@ def op_spawn(req, read_body, cfg):
         finally:
             os._exit(code & 0xFF if isinstance(code, int) else 1)
     child_end.close()
-    return {"ok": True, "pid": pid, "fd_follows": True}, b"", host_end
+    # And a pidfd: the host learns when the sandbox is gone without a
+    # search of /proc for it (this pid is in the zygote's PID namespace).
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        host_end.close()
+        os.kill(pid, signal.SIGKILL)
+        raise
+    return {"ok": True, "pid": pid, "fd_follows": 2}, b"", [host_end.detach(), pidfd]
 
 
 def op_kill(req, read_body, cfg):
@@ -680,7 +786,22 @@ def op_kill(req, read_body, cfg):
     return {"ok": True}, b""
 
 
-SANDBOX_OPS = {"exec": op_exec, "put": op_put, "get": op_get, "ping": _ping}
+def _unless_spent(op):
+    def guarded(req, read_body, cfg):
+        if _spent:
+            read_body()
+            return {"ok": False, "error": "this sandbox ran its last job in place: create a new one"}, b""
+        return op(req, read_body, cfg)
+
+    return guarded
+
+
+SANDBOX_OPS = {
+    "exec": _unless_spent(op_exec),
+    "put": _unless_spent(op_put),
+    "get": _unless_spent(op_get),
+    "ping": _ping,
+}
 ZYGOTE_OPS = {"spawn": op_spawn, "kill": op_kill, "ping": _ping}
 
 
@@ -771,9 +892,12 @@ def serve(cfg):
                 if passed is not None:
                     import socket
 
-                    with socket.socket(fileno=os.dup(out_fd)) as chan:
-                        socket.send_fds(chan, [b"F"], [passed.fileno()])
-                    passed.close()
+                    try:
+                        with socket.socket(fileno=os.dup(out_fd)) as chan:
+                            socket.send_fds(chan, [b"F"], passed)
+                    finally:
+                        for fd in passed:
+                            os.close(fd)
             except (BrokenPipeError, EOFError):
                 break
         finally:

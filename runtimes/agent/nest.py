@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import struct
+import sys
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -130,6 +131,9 @@ def enter(spec, uid, gid):
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
     os.setsid()
+    if "random" in sys.modules:
+        # A raw clone runs none of os.fork's hooks: no random state shared with the zygote.
+        sys.modules["random"].seed()
     _mount("none", "/", None, MS_REC | MS_PRIVATE)
     _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     size = int(spec["disk_bytes"])

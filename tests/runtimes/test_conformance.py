@@ -26,7 +26,7 @@ from sandgym.runtimes.docker import OWNER_LABEL, DockerRuntime, reap
 from sandgym.runtimes.k8s import NODE_ENV as K8S_NODE_ENV
 from sandgym.runtimes.k8s import OWNER_LABEL as K8S_OWNER_LABEL
 from sandgym.specs import TaskSet, bundled_task_set
-from sandgym.verifiers.code_function.host import verify
+from sandgym.verifiers.code_function.host import payload_for, run_in_sandbox, verifier_spec, verify
 from tests.code_function.test_security import ADD, SEARCH, secret_task
 from tests.helpers import make_task
 
@@ -256,14 +256,82 @@ def test_signalling_the_verifier(rt):
         "    return 'x'\n"
     )
     v = verify(task, code, rt)
-    if rt.nested_namespaces:
-        assert v.outcome in ("failed", "timeout")
-    else:
-        # docker (runc): Docker's seccomp profile refuses user namespaces, so
-        # the candidate shares the judge's PID namespace and uid and can kill
-        # it; the agent (PID 1) survives and reports it as tampering.
-        assert v.outcome == "violation" and v.violations == ["killed the verifier"]
+    # The judge runs in the fresh sandbox's agent, PID 1 of its PID namespace
+    # (run_python(last=True)): no signal from inside reaches it, even where
+    # the candidate shares that namespace (docker with runc, whose seccomp
+    # profile refuses user namespaces).
+    assert v.outcome in ("failed", "timeout")
     assert v.reward() == 0.0
+    if not rt.nested_namespaces:
+        # Forked off the agent instead (the multi-turn `run` tool's way), the
+        # judge shares the candidate's PID namespace and uid, and can be
+        # killed: the agent (PID 1) survives and reports it as tampering.
+        with rt.create(verifier_spec(task)) as sb:
+            record, problem = run_in_sandbox(sb, payload_for(task, code, None, "n" * 32), "process")
+        assert record is None and problem.startswith("violation: the verifier's judge was killed"), problem
+
+
+JOB = """
+import os, sys
+print("before stdin", flush=True)
+data = sys.stdin.read()
+print(len(data), sys.argv[1:], os.environ.get("JOB_KEY"), os.getpid(), os.getcwd())
+print("to stderr", file=sys.stderr)
+if sys.argv[1] == "big":
+    sys.stdout.write("z" * 5000)
+if sys.argv[1] == "raise":
+    raise RuntimeError("job failed")
+if sys.argv[1] == "hang":
+    import time
+    time.sleep(120)
+sys.exit(7)
+"""
+
+
+def test_a_last_job_runs_in_the_agent_and_ends_the_sandbox(rt):
+    """run_python(last=True): the script runs in the agent's own process (no
+    fork), with argv, env, cwd and stdin as for a fork, its sys.stdout and
+    sys.stderr captured and capped; afterwards the sandbox takes no command."""
+    with rt.create() as sb:
+        agent_pid = sb.exec(["sh", "-c", "echo $PPID"]).text().strip()
+        sb.put_files({"job.py": JOB}, dest="/tmp")
+        r = sb.run_python("/tmp/job.py", args=["a"], stdin=b"x" * 300_000, env={"JOB_KEY": "v"}, last=True)
+        assert (r.exit_code, r.timed_out, r.truncated) == (7, False, False)
+        assert r.text().splitlines() == ["before stdin", f"300000 ['a'] v {agent_pid} /workspace"]
+        assert r.text("stderr") == "to stderr\n"
+        with pytest.raises(SandboxError, match="ran its last job"):
+            sb.exec(["true"])
+        with pytest.raises(SandboxError, match="ran its last job"):
+            sb.put_files({"x": "y"})
+    with rt.create() as sb:
+        r = sb.run_python("/opt/none.py", last=True)
+        assert r.exit_code == 1 and "FileNotFoundError" in r.text("stderr")
+    with rt.create() as sb:
+        sb.put_files({"job.py": JOB}, dest="/tmp")
+        r = sb.run_python("/tmp/job.py", args=["raise"], last=True)
+        assert r.exit_code == 1 and "RuntimeError: job failed" in r.text("stderr")
+    with rt.create() as sb:
+        sb.put_files({"job.py": JOB}, dest="/tmp")
+        r = sb.run_python("/tmp/job.py", args=["big"], last=True, max_output=1000)
+        assert r.truncated and len(r.stdout) == 1000
+
+
+def test_a_last_job_out_of_time_ends_the_sandbox(rt):
+    """The agent cannot time out a job it runs itself: the host stops waiting
+    after the timeout (and a short grace), reports it timed out and ends the
+    sandbox, leaving nothing behind."""
+    from sandgym.runtimes.local import pid_alive
+
+    before = sandgym_sandboxes()
+    sb = rt.create()
+    agent = _agent_host_pid(rt, sb) if rt.name == "local" else None
+    sb.put_files({"job.py": JOB}, dest="/tmp")
+    r = sb.run_python("/tmp/job.py", args=["hang"], last=True, timeout=1)
+    assert r.timed_out and r.exit_code == 137
+    assert not sb.alive
+    assert settled(lambda: sandgym_sandboxes() <= before, timeout_s=1 if rt.name != "k8s" else 30)
+    if agent is not None:
+        assert settled(lambda: not pid_alive(agent), timeout_s=5)
 
 
 @pytest.mark.docker

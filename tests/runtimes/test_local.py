@@ -344,3 +344,95 @@ def test_ended_zygote_sandboxes_leave_no_zombies(runtime):
     while tree_zombies() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not tree_zombies()
+
+
+# -- sandboxes made ahead (LocalRuntime(prestart=N), runtimes/stock.py) ---------
+
+
+def _wait_stocked(rt: LocalRuntime, n: int = 1) -> None:
+    deadline = time.monotonic() + 60  # a generous bound, only so a broken stock cannot hang the suite
+    while rt.stocked() < n:
+        assert time.monotonic() < deadline, "no sandbox was made ahead"
+        time.sleep(0.02)
+
+
+def _sandbox_agents() -> set[int]:
+    """Host pids of the sandbox agents running now (any runtime's)."""
+    return set(host_pids_with("/opt/sandgym/agent/agent.py")) - set(host_pids_with('"role": "zygote"'))
+
+
+def test_the_stock_hands_each_sandbox_out_once_and_close_leaves_nothing():
+    rt = LocalRuntime(prestart=1)
+    spec = SandboxSpec(labels={"role": "stock-test"})
+    before = _sandbox_agents()
+    try:
+        for i in range(6):
+            if i >= 2:  # the spec has repeated: wait until one is ready for it
+                _wait_stocked(rt)
+            sb = rt.create(spec)
+            assert sb.info.labels == {"role": "stock-test"}
+            # Fresh, never handed out before: nothing of an earlier sandbox's
+            # workspace or /tmp.
+            assert sb.exec(["sh", "-c", "ls -A /workspace /tmp | grep -c mark || true"]).stdout == b"0\n"
+            assert sb.exec(["sh", "-c", f"echo {i} > /workspace/mark && echo {i} > /tmp/mark"]).exit_code == 0
+            sb.close()
+        assert rt.stock_hits() == 4
+    finally:
+        rt.close()
+    assert rt.stocked() == 0
+    assert _sandbox_agents() <= before  # the stock's sandboxes are gone with the runtime
+
+
+def test_a_stocked_sandbox_keeps_the_specs_lifetime():
+    """A stocked sandbox's agent lives STOCK_MAX_IDLE_S longer; the host ends
+    it at the spec's lifetime after hand-out."""
+    rt = LocalRuntime(prestart=1)
+    spec = SandboxSpec(wall_timeout_s=2)
+    try:
+        rt.create(spec).close()
+        rt.create(spec).close()
+        _wait_stocked(rt)
+        sb = rt.create(spec)
+        assert rt.stock_hits() == 1
+        assert sb.exec(["true"]).exit_code == 0
+        time.sleep(4)
+        with pytest.raises(SandboxError):
+            sb.exec(["true"])
+        sb.close()
+    finally:
+        rt.close()
+
+
+def test_bad_local_prestart_values(monkeypatch):
+    from sandgym.runtimes.local import PRESTART_ENV
+
+    monkeypatch.setenv(PRESTART_ENV, "many")
+    with pytest.raises(ValueError, match=f"{PRESTART_ENV}='many'"):
+        LocalRuntime()
+    with pytest.raises(ValueError, match="prestart=-1"):
+        LocalRuntime(prestart=-1)
+    monkeypatch.setenv(PRESTART_ENV, "2")
+    assert LocalRuntime().prestart == 2 and LocalRuntime(prestart=0).prestart == 0
+
+
+def test_a_forked_child_never_takes_its_parents_stock():
+    """The parent's stocked sandboxes talk over the parent's channels: a
+    forked worker makes (and stocks) its own."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _FORKED_RUNTIME
+    rt = LocalRuntime(prestart=1)
+    try:
+        rt.create().close()
+        rt.create().close()
+        _wait_stocked(rt)
+        _FORKED_RUNTIME = rt
+        with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+            outs = list(pool.map(_echo_in_sandbox, range(6)))
+        assert outs == [f"{i}\n".encode() for i in range(6)]
+        with rt.create() as sb:  # the parent's stocked sandbox still answers the parent
+            assert sb.exec(["echo", "parent"]).stdout == b"parent\n"
+        assert rt.stock_hits() == 1
+    finally:
+        rt.close()

@@ -75,8 +75,10 @@ def payload_for(task: CodeTaskPair, code: str, tests: list[Example] | None, nonc
     return payload
 
 
-def run_in_sandbox(sandbox, payload: dict, isolation: Candidates) -> tuple[dict | None, str]:
+def run_in_sandbox(sandbox, payload: dict, isolation: Candidates, last: bool = False) -> tuple[dict | None, str]:
     """Run the runner in `sandbox`; (record or None, what went wrong).
+    `last`: the sandbox is the verification's own and ends with it, so the
+    runner may run in its agent's interpreter itself (Sandbox.run_python).
 
     With `process` isolation the candidate shares the judge's uid and PID
     namespace; a judge that dies by a signal while the sandbox's agent (PID
@@ -89,6 +91,7 @@ def run_in_sandbox(sandbox, payload: dict, isolation: Candidates) -> tuple[dict 
         env={"SANDGYM_CANDIDATE_ISOLATION": isolation},
         timeout=payload["timeout_s"] + HOST_GRACE_S,
         max_output=80 << 20,
+        last=last,
     )
     if res.timed_out:
         return None, "timeout"
@@ -132,7 +135,7 @@ def _attempt(
             if watch is not None:
                 watch(sandbox)
             try:
-                record, problem = run_in_sandbox(sandbox, payload, isolation)
+                record, problem = run_in_sandbox(sandbox, payload, isolation, last=True)
             finally:
                 if watch is not None:
                     watch(None)

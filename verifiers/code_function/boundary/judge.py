@@ -17,6 +17,7 @@ Standard library only.
 """
 
 import collections
+import io
 import json
 import os
 import select
@@ -92,6 +93,11 @@ class Candidate:
                 os.dup2(to_child_r, 3)
                 os.dup2(from_child_w, 4)
                 os.closerange(5, 1 << 16)
+                # Streams on those fds: the judge's own may be in memory (a
+                # runner run in the agent's interpreter, Sandbox.run_python(last=True)).
+                sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+                sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+                sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
                 candidate_host.confine(isolate, cloned)
                 candidate_host.serve(3, 4)
                 code = 0
