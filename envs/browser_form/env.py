@@ -218,14 +218,17 @@ class BrowserFormEnv(SandgymEnv):
         self.session.close_context(wait=False)
         self.session.ensure_browser()
         staged, cookies = self._stage_database(self.task)
-        if not self.session.close_context():  # a wedged browser was killed: a new sandbox
+        # The next context, made while the last episode's agent acted (no page of an episode
+        # used it; it loads nothing ahead: the start page needs this episode's database and
+        # cookies), takes its cookies while the last one is still closing, rather than after;
+        # nothing loads in it before the swap, and its session exists only in the staged copy.
+        self.session.new_page(cookies)
+        if not self.session.wait_closed():  # a wedged browser was killed: a new sandbox
             self.session.close()
             self.session.ensure_browser()
             staged, cookies = self._stage_database(self.task)
+            self.session.new_page(cookies)
         self._swap_database(staged)
-        # A context made while the last episode's agent acted, which no page has used (the
-        # spare loads nothing: the start page needs this episode's database and cookies).
-        self.session.new_page(cookies)
         self.session.goto(self.task.visible.start_path)
         self.timings["create_s"] = time.perf_counter() - t0
         self._obs = {"task": render_goal(self.task, self._limit)}
@@ -360,6 +363,7 @@ class BrowserFormEnv(SandgymEnv):
             out.update(self._browsergym_fields(action, error, snapshot))
         if self.with_screenshot:
             out["screenshot"] = self._screenshot_array()
+        self.session.warm_actions()  # while the agent reads this observation
         return out
 
     def _browsergym_fields(self, action: Any, error: str | None, snapshot: str | None) -> dict[str, str]:

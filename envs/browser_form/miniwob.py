@@ -37,7 +37,7 @@ from sandgym.verifiers.models import Attempt, Verdict
 
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
 from .env import BROWSERGYM_FIELDS, browsergym_fields, refused_verdict, shown_action
-from .session import ActionRefused, BrowserSession, SessionBroken, failure_text
+from .session import ActionRefused, BrowserSession, SessionBroken, failure_text, warm_utility_world
 
 if TYPE_CHECKING:
     from playwright.async_api import Page
@@ -229,8 +229,11 @@ class MiniWoBEnv(SandgymEnv):
 
     async def _load_page(self, page: Page) -> None:
         await page.goto(f"{self.session.origin}/miniwob/{self.task_name}.html", wait_until="load")
-        # Playwright's script is set up in a page on first use: here, ahead, not in the reset's snapshot.
+        # Playwright's script is set up in a page on first use, once in its main world (the
+        # snapshot, refs) and once in its utility world (clicks, fills): here, ahead, not in
+        # the reset's snapshot and the first action.
         await page.locator(":root").count()
+        await warm_utility_world(page)
 
     async def _start_episode(self, seed: int) -> Any:
         """Start the seeded episode, wait for WOB_TASK_READY and return the utterance: one round trip."""

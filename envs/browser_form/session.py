@@ -108,6 +108,7 @@ class BrowserSession:
         self._spare: concurrent.futures.Future[tuple[BrowserContext, Page]] | None = None
         self._spare_for: tuple[BrowserSandbox, Setup | None] | None = None
         self._retiring: list[concurrent.futures.Future[None]] = []
+        self._warming: concurrent.futures.Future[None] | None = None
         self._inflight: set[concurrent.futures.Future[Any]] = set()
 
     @property
@@ -218,8 +219,9 @@ class BrowserSession:
     def new_page(self, cookies: list[SetCookieParam] | None = None, setup: Setup | None = None) -> Page:
         """The episode's page, in a context no page has used before: the spare made
         ahead (with the same `setup`) if there is one, else a new one. The last
-        episode's context is closed in the background: a caller with server state
-        at stake closes it first (close_context())."""
+        episode's context is closed in the background (its cookies are set meanwhile):
+        a caller with server state at stake waits for that (wait_closed()) before
+        anything loads in the new page."""
         self.close_context(wait=False)
         assert self.sandbox is not None and self.sandbox.browser is not None
         self.broken = None
@@ -235,30 +237,47 @@ class BrowserSession:
         """Close the episode's context. `wait=False` closes it in the background (only
         where no server state is at stake); a close_context() that waits waits for those too.
         False: a browser that could not close them in time was killed (relaunch it)."""
-        closed = True
         context, self.context, self.page = self.context, None, None
         if context is not None and self.sandbox is not None and self.sandbox.host is not None:
             self._retiring.append(self.sandbox.host.submit(_close_quietly(context)))
         if wait:
-            for fut in self._retiring:
-                try:
-                    fut.result(timeout=LOAD_TIMEOUT_MS / 1000)
-                except concurrent.futures.TimeoutError:
-                    # A browser that cannot close a context is wedged: it must not
-                    # serve another episode (and its state must not be swapped under it).
-                    fut.cancel()
-                    self._mark_broken("the browser did not close the last episode's context")
-                    if self.sandbox is not None:
-                        self.sandbox.kill()
-                    closed = False
-                except Exception:
-                    pass
-            self._retiring = []
-        else:
-            self._retiring = [f for f in self._retiring if not f.done()]
+            return self.wait_closed()
+        self._retiring = [f for f in self._retiring if not f.done()]
+        return True
+
+    def wait_closed(self) -> bool:
+        """Wait until the contexts closing in the background are closed (the current one
+        stays open). False: a browser that could not close them in time was killed."""
+        closed = True
+        for fut in self._retiring:
+            try:
+                fut.result(timeout=LOAD_TIMEOUT_MS / 1000)
+            except concurrent.futures.TimeoutError:
+                # A browser that cannot close a context is wedged: it must not
+                # serve another episode (and its state must not be swapped under it).
+                fut.cancel()
+                self._mark_broken("the browser did not close the last episode's context")
+                if self.sandbox is not None:
+                    self.sandbox.kill()
+                closed = False
+            except Exception:
+                pass
+        self._retiring = []
         return closed
 
+    def warm_actions(self) -> None:
+        """Start setting up Playwright's script in the page's utility world, where element
+        actions (clicks, fills, checks) run, and return at once: Playwright sets it up on
+        first use in each document (tens of ms), so this does it while the agent acts
+        rather than in its next step. Read-only; a page that navigates meanwhile is skipped."""
+        if self.page is None or self.sandbox is None or self.sandbox.host is None:
+            return
+        self._warming = self.sandbox.host.submit(warm_utility_world(self.page))
+
     def close(self) -> None:
+        warming, self._warming = self._warming, None
+        if warming is not None:
+            warming.cancel()
         self.close_context()
         spare, self._spare, self._spare_for = self._spare, None, None
         if spare is not None:
@@ -464,6 +483,18 @@ class BrowserSession:
 
 async def _goto(page: Page, url: str) -> None:
     await page.goto(url, wait_until="load")
+
+
+async def warm_utility_world(page: Page) -> None:
+    """One element-state check on <body> (an ElementHandle runs it in the utility world)."""
+    try:
+        body = await page.query_selector("body")
+        if body is not None:
+            # "enabled" holds at once for <body>: nothing is waited for.
+            await body.wait_for_element_state("enabled", timeout=ACTION_TIMEOUT_MS)
+            await body.dispose()
+    except Exception:  # navigated, closed or crashed meanwhile: the next action sets it up itself
+        pass
 
 
 async def _close_quietly(context: BrowserContext) -> None:

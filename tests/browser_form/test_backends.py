@@ -183,7 +183,18 @@ def test_the_app_is_out_of_the_browsers_reach_but_over_http(env):
     sandbox = env.session.sandbox
     if env.backend == "local":
         pids = sandbox.process_ids()
-        chromium = next(p for p in pids if open(f"/proc/{p}/comm").read().strip() == "chromium")
+
+        def comm(pid: int) -> str:
+            with open(f"/proc/{pid}/comm") as f:
+                return f.read().strip()
+
+        def parent(pid: int) -> int:
+            with open(f"/proc/{pid}/stat") as f:
+                return int(f.read().rsplit(")", 1)[1].split()[1])
+
+        # Chromium's browser process (not a renderer of the last episode's
+        # context, which may be exiting): the chromium whose parent is not one.
+        chromium = next(p for p in pids if comm(p) == "chromium" and comm(parent(p)) != "chromium")
         ns = {p: os.readlink(f"/proc/{p}/ns/pid") for p in pids}
         app = next(p for p in pids if "python3" == open(f"/proc/{p}/comm").read().strip() and ns[p] != ns[chromium])
         # In Chromium's own PID namespace (as its uid), the app does not exist.

@@ -97,6 +97,15 @@ def test_the_next_context_is_made_ahead_and_no_page_used_it_before(env):
     assert run_in(spare_page.evaluate("localStorage.length")) == 0
 
 
+def test_actions_are_set_up_while_the_agent_reads_and_change_nothing(env):
+    obs, _ = env.reset(options={"task_id": "forms/login-alice"})
+    env.session._warming.result(timeout=60)  # started by the observation, read-only
+    assert env.session.snapshot() in obs["feedback"]  # the page is as observed
+    assert env.session.run(env.session.page.evaluate("document.activeElement === document.body"))
+    obs, _, _, _, info = env.step('fill("textbox:Username", "alice")')
+    assert info["error"] is None and 'textbox "Username"' in obs["feedback"]
+
+
 def test_reset_is_deterministic_for_a_seed(env):
     a, info_a = env.reset(seed=11)
     b, info_b = env.reset(seed=11)
