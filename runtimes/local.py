@@ -626,6 +626,8 @@ class LocalRuntime(Runtime):
     def _local_stock(self) -> Stock[_Spawned] | None:
         if not self.prestart:
             return None
+        if self._stock_pid == os.getpid():
+            return self._stock
         self._get_zygote()  # (in a forked child, this also gives it locks of its own)
         with self._zygote_lock:
             if self._stock_pid != os.getpid():

@@ -329,11 +329,6 @@ def assemble(
     return task, key
 
 
-def files_of(patch: str) -> list[str]:
-    """The paths a unified diff changes."""
-    return sorted({line.split(" b/", 1)[1] for line in patch.splitlines() if line.startswith("diff --git a/")})
-
-
 def rewrite_issue(
     pair: SWETaskPair,
     details: dict[str, str],
@@ -357,7 +352,9 @@ def rewrite_issue(
         shown, repros = _shown_tests([], f2p, alone, details, test_sources)
     except Dropped:
         return None
-    src_paths, test_paths = files_of(hidden.patch), files_of(hidden.test_patch)
+    from sandgym.verifiers.swe_repo.host import patch_paths
+
+    src_paths, test_paths = patch_paths(hidden.patch), patch_paths(hidden.test_patch)
     test_files = set(test_paths) | {t.split("::")[0] for t in f2p}
     secret = sorted({target_of(t).name for t in f2p} | set(src_paths) | test_files)
     held_out = len([t for t in f2p if t not in shown])

@@ -601,7 +601,8 @@ def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro |
     setup = _setup(prior)
     if isinstance(setup, str):
         return setup
-    used = _names(subject, ast.Load) | (_names(expected_node, ast.Load) if expected_node is not None else set())
+    line_names = _names(subject, ast.Load) | (_names(expected_node, ast.Load) if expected_node is not None else set())
+    used = set(line_names)
     for s in setup:
         used |= _free_names(s)
     helpers = _helpers_needed(tree, used - set(imports) - _BUILTINS, imports)
@@ -617,8 +618,7 @@ def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro |
         ):
             return "the setup imports a test helper"
         bound |= _binds(s)
-    used = _names(subject, ast.Load) | (_names(expected_node, ast.Load) if expected_node is not None else set())
-    if used - known - bound:
+    if line_names - known - bound:
         return "the failing line needs a fixture, a helper or `self`"
     setup = [*helpers, *setup]
     if not any(_calls_import(node, imports) for node in [subject, *setup]):

@@ -444,6 +444,13 @@ def _spawn_python(argv, cwd, env, with_stdin):
     return Child(pid, w_in, r_out, r_err)
 
 
+def _job_settings(req, cfg):
+    """(output cap, environment, working folder) of an exec request."""
+    env = dict(cfg.get("env", {}))
+    env.update(req.get("env") or {})
+    return int(req.get("max_output") or (1 << 20)), env, req.get("cwd") or cfg.get("workdir") or "/"
+
+
 # Set once a job ran in the agent's own process: the sandbox is spent.
 _spent = False
 
@@ -488,7 +495,7 @@ def op_exec_in_place(req, read_body, cfg):
     if cpu:
         used = int(sum(os.times()[:2])) + 1
         resource.setrlimit(resource.RLIMIT_CPU, (used + int(cpu), used + int(cpu) + 1))
-    cap = int(req.get("max_output") or (1 << 20))
+    cap, env, cwd = _job_settings(req, cfg)
     out, err = _Sink(cap), _Sink(cap)
     body: list[memoryview] = []
 
@@ -508,10 +515,8 @@ def op_exec_in_place(req, read_body, cfg):
     sys.stdin = io.TextIOWrapper(io.BufferedReader(Body()))
     sys.stdout = io.TextIOWrapper(out, write_through=True)
     sys.stderr = io.TextIOWrapper(err, write_through=True)
-    env = dict(cfg.get("env", {}))
-    env.update(req.get("env") or {})
     try:
-        code = _exec_script(req["argv"], req.get("cwd") or cfg.get("workdir") or "/", env)
+        code = _exec_script(req["argv"], cwd, env)
     except BaseException:
         import traceback
 
@@ -543,10 +548,7 @@ def op_exec(req, read_body, cfg):
         return op_exec_in_place(req, read_body, cfg)
     argv = req["argv"]
     timeout = req.get("timeout")
-    cap = int(req.get("max_output") or (1 << 20))
-    env = dict(cfg.get("env", {}))
-    env.update(req.get("env") or {})
-    cwd = req.get("cwd") or cfg.get("workdir") or "/"
+    cap, env, cwd = _job_settings(req, cfg)
     start = time.monotonic()
     with_stdin = bool(req.get("stdin_len"))
     try:
