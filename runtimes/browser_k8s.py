@@ -73,8 +73,12 @@ APP_MEMORY_MB = 128
 # `sandgym gc` delete a pod a crash left.
 LIFETIME_S = 7 * 24 * 3600
 WATCH_INTERVAL_S = 1.0
-# How long a failure report waits for the kubelet to see a container's end.
+# How long a failure report waits for the kubelet to see a container's end: a
+# little while the browser's container still answers an exec, longer once it does
+# not (under gVisor an OOM ends the whole pod, and the kubelet took 6 s and more
+# here to report it after the browser's pipes had closed).
 EXIT_SETTLE_S = 5.0
+GONE_SETTLE_S = 30.0
 STATE_IO_TIMEOUT_S = 60.0
 PYTHON = ["python3", "-I", "-S"]
 LAUNCHER = [*PYTHON, f"{LAUNCHER_DIR}/launcher.py"]
@@ -336,12 +340,15 @@ class PodBrowserSandbox(BrowserSandbox):
             return None
         if _oom_killed(pod):
             return self._out_of_memory()
+        settle = EXIT_SETTLE_S
         if not _ended(pod):
             kills = self._cgroup_oom_kills()
-            if kills is not None:
+            if kills is None:  # no exec reaches the container: it ended, and the kubelet has not said so yet
+                settle = GONE_SETTLE_S
+            elif kills >= 0:
                 return self._out_of_memory() if kills > 0 else None
         # The browser's pipes may close before the kubelet has seen the container end.
-        deadline = time.monotonic() + EXIT_SETTLE_S
+        deadline = time.monotonic() + settle
         while pod is not None and not _ended(pod) and time.monotonic() < deadline:
             time.sleep(0.25)
             pod = self._read_pod()
@@ -351,13 +358,18 @@ class PodBrowserSandbox(BrowserSandbox):
         return f"the sandbox ran out of memory (limit {self.limits.memory_mb} MB)"
 
     def _cgroup_oom_kills(self) -> int | None:
-        """OOM kills in the browser container's memory cgroup; None where it cannot be read (gVisor)."""
+        """OOM kills in the browser container's memory cgroup; -1 where the container
+        runs but has no such counter (gVisor); None where no exec reaches it."""
         try:
             code, out, _ = self.runtime.exec_call(self.pod, "browser", [*PYTHON, "-c", OOM_KILLS], timeout=10)
-            value = int(out.split()[0]) if code == 0 else -1
-        except (SandboxError, ValueError, IndexError):
+        except SandboxError:
             return None
-        return value if value >= 0 else None
+        if code != 0:
+            return None
+        try:
+            return max(-1, int(out.split()[0]))
+        except (ValueError, IndexError):
+            return -1
 
     def _read_pod(self):
         try:
