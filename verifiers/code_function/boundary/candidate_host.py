@@ -20,7 +20,6 @@ import json
 import os
 import signal
 import sys
-import traceback
 
 import plainvalues
 
@@ -141,6 +140,8 @@ def _confine(libc):
 
 
 def _short_error(exc):
+    import traceback  # here, not at the top: it imports tokenize (milliseconds), wanted only on errors
+
     return "".join(traceback.format_exception_only(type(exc), exc)).strip()[-2000:]
 
 

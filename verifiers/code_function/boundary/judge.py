@@ -24,7 +24,6 @@ import select
 import signal
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
 import candidate_host  # noqa: E402
@@ -102,6 +101,8 @@ class Candidate:
                 candidate_host.serve(3, 4)
                 code = 0
             except BaseException:
+                import traceback  # only here: it imports tokenize (milliseconds)
+
                 traceback.print_exc()
             finally:
                 os._exit(code)
