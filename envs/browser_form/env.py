@@ -229,10 +229,11 @@ class BrowserFormEnv(SandgymEnv):
             staged, cookies = self._stage_database(self.task)
             self.session.new_page(cookies)
         self._swap_database(staged)
-        self.session.goto(self.task.visible.start_path)
+        # The start page and its first snapshot in one call on the driver's loop.
+        snapshot = self.session.load(self.task.visible.start_path)
         self.timings["create_s"] = time.perf_counter() - t0
         self._obs = {"task": render_goal(self.task, self._limit)}
-        obs = self._observe("(episode start)", None)
+        obs = self._observe("(episode start)", None, snapshot)
         self.session.prepare_spare()
         return obs, self._info()
 
@@ -349,13 +350,15 @@ class BrowserFormEnv(SandgymEnv):
         assert sandbox is not None  # reset() started the browser
         sandbox.push_state(DB_NAME)
 
-    def _observe(self, action: Any, error: str | None) -> dict[str, Any]:
+    def _observe(self, action: Any, error: str | None, snapshot: str | None = None) -> dict[str, Any]:
+        """The observation after an action; `snapshot`: the page's, if already taken."""
         last = (
             ""
             if action is None
             else (f"Last action: {shown_action(action)} -> " + (f"error: {error}" if error else "ok") + "\n")
         )
-        snapshot = self.session.snapshot()
+        if snapshot is None:
+            snapshot = self.session.snapshot()
         feedback = f"URL: {self.session.path()}\n{last}Step {self._step} of {self._limit}.\n\n{snapshot}"
         self._obs = {"task": self._obs["task"], "feedback": feedback}
         out = dict(self._obs)

@@ -334,22 +334,37 @@ class BrowserSession:
         """The page's absolute URL (what BrowserGym's observation shows)."""
         return self.current_page().url
 
-    def goto(self, path: str) -> None:
-        """Load a page of the app (the env's own navigation, not the agent's)."""
-        page = self.current_page()
-        self.run(_goto(page, self.origin + path))
-
     def evaluate(self, expression: str, arg: Any = None) -> Any:
         """The page's script result (the env's, never the agent's)."""
         return self.run(self.current_page().evaluate(expression, arg))
 
     def snapshot(self) -> str:
+        return self._snapshot(None)
+
+    def load(self, path: str) -> str:
+        """Load a page of the app (the env's own navigation) and return its snapshot, in one
+        call on the driver's loop: the snapshot starts as soon as the page has loaded, not
+        after a round trip through this thread."""
+        return self._snapshot(self.origin + path)
+
+    def _snapshot(self, url: str | None) -> str:
+        """The page's accessibility snapshot (cut at MAX_SNAPSHOT_CHARS), after loading `url`
+        if given. A failed load raises as page.goto does; a failed snapshot is SessionBroken."""
         from playwright.async_api import Error as PlaywrightError
 
         page = self.check_alive()
+
+        async def load_and_snapshot() -> str:
+            if url is not None:
+                await _goto(page, url)
+            try:
+                return await page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
+            except PlaywrightError as e:
+                raise _SnapshotFailed(str(e)) from e
+
         try:
-            text = self.run(page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS))
-        except PlaywrightError as e:
+            text = self.run(load_and_snapshot())
+        except _SnapshotFailed as e:
             self.check_alive()
             raise SessionBroken(self._broken_text(f"the accessibility snapshot failed: {e}")) from e
         if len(text) > MAX_SNAPSHOT_CHARS:
@@ -479,6 +494,10 @@ class BrowserSession:
             await loc.drag_to(await self._locate(action.to))
         else:
             raise ActionRefused(f"{kind}() is not something to do on the page here")
+
+
+class _SnapshotFailed(Exception):
+    """Playwright's error from the snapshot (not from the load before it)."""
 
 
 async def _goto(page: Page, url: str) -> None:

@@ -258,6 +258,36 @@ def test_the_app_is_out_of_the_browsers_reach_but_over_http(env):
     env.step("done()")
 
 
+@pytest.mark.chromium
+def test_chromium_keeps_every_feature_playwright_turns_off():
+    # Chromium keeps only the last --disable-features switch, and ours comes after
+    # Playwright's: it must list Playwright's too (runtimes/browser.py DISABLED_FEATURES).
+    env = BrowserFormEnv(runtime="local")
+    try:
+        env.reset(options={"task_id": "forms/login-alice"})
+
+        def comm(pid: int) -> str:
+            with open(f"/proc/{pid}/comm") as f:
+                return f.read().strip()
+
+        def parent(pid: int) -> int:
+            with open(f"/proc/{pid}/stat") as f:
+                return int(f.read().rsplit(")", 1)[1].split()[1])
+
+        pids = env.session.sandbox.process_ids()
+        chromium = next(p for p in pids if comm(p) == "chromium" and comm(parent(p)) != "chromium")
+        with open(f"/proc/{chromium}/cmdline", "rb") as f:
+            args = f.read().decode().split("\0")
+        lists = [a.split("=", 1)[1].split(",") for a in args if a.startswith("--disable-features=")]
+        assert len(lists) >= 2, args  # Playwright's, then ours
+        missing = set().union(*lists[:-1]) - set(lists[-1])
+        assert not missing, f"Playwright turns off {sorted(missing)}: add them to DISABLED_FEATURES"
+        assert {"Translate", "WebUIOmniboxPopup"} <= set(lists[-1])
+        env.step("done()")
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("bomb", ["memory", "workers"])
 def test_a_page_that_exhausts_its_limits_is_env_error_and_the_next_episode_is_healthy(request, backend, bomb):

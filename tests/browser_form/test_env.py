@@ -97,6 +97,24 @@ def test_the_next_context_is_made_ahead_and_no_page_used_it_before(env):
     assert run_in(spare_page.evaluate("localStorage.length")) == 0
 
 
+def test_the_first_snapshot_is_of_the_start_page_served_after_the_swap(env):
+    # The reset loads the start page and snapshots it in one call on the driver's loop: the
+    # observation must still be that page, served from this episode's database (the session
+    # its cookie names exists only in the swapped-in copy), in a context no earlier page used.
+    env.reset(options={"task_id": "forms/login-alice"})  # signed out: no session, no cookie
+    old_context = env.session.context
+    obs, _ = env.reset(options={"task_id": "forms/message-bob"})  # starts signed in as alice
+    assert env.session.context is not old_context
+    assert old_context not in env.session.sandbox.browser.contexts
+    assert "URL: /\n" in obs["feedback"] and "Signed in as alice" in obs["feedback"]
+    assert env.session.snapshot() in obs["feedback"]  # the page as it is now, nothing loaded since
+    assert env.session.run(env.session.page.evaluate("history.length")) == 2  # its blank page, the start page
+    [cookie] = env.session.run(env.session.context.cookies())
+    assert cookie["name"] == "sid" and cookie["httpOnly"]
+    env.step("done()")
+    assert [s["token"] for s in json.loads(env.artifact)["sessions"]] == [cookie["value"]]
+
+
 def test_actions_are_set_up_while_the_agent_reads_and_change_nothing(env):
     obs, _ = env.reset(options={"task_id": "forms/login-alice"})
     env.session._warming.result(timeout=60)  # started by the observation, read-only
