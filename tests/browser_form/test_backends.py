@@ -59,6 +59,22 @@ def running(pid: int) -> bool:
         return False
 
 
+def comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
+def chromium_browser_process(pids: list[int]) -> int:
+    """Chromium's browser process among `pids` (not a renderer of the last episode's
+    context, which may be exiting): the chromium whose parent is not one."""
+
+    def parent(pid: int) -> int:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+
+    return next(p for p in pids if comm(p) == "chromium" and comm(parent(p)) != "chromium")
+
+
 def on_k8s(backend: str) -> bool:
     return backend.startswith("k8s")
 
@@ -183,20 +199,9 @@ def test_the_app_is_out_of_the_browsers_reach_but_over_http(env):
     sandbox = env.session.sandbox
     if env.backend == "local":
         pids = sandbox.process_ids()
-
-        def comm(pid: int) -> str:
-            with open(f"/proc/{pid}/comm") as f:
-                return f.read().strip()
-
-        def parent(pid: int) -> int:
-            with open(f"/proc/{pid}/stat") as f:
-                return int(f.read().rsplit(")", 1)[1].split()[1])
-
-        # Chromium's browser process (not a renderer of the last episode's
-        # context, which may be exiting): the chromium whose parent is not one.
-        chromium = next(p for p in pids if comm(p) == "chromium" and comm(parent(p)) != "chromium")
+        chromium = chromium_browser_process(pids)
         ns = {p: os.readlink(f"/proc/{p}/ns/pid") for p in pids}
-        app = next(p for p in pids if "python3" == open(f"/proc/{p}/comm").read().strip() and ns[p] != ns[chromium])
+        app = next(p for p in pids if comm(p) == "python3" and ns[p] != ns[chromium])
         # In Chromium's own PID namespace (as its uid), the app does not exist.
         probe = subprocess.run(
             [
@@ -265,17 +270,8 @@ def test_chromium_keeps_every_feature_playwright_turns_off():
     env = BrowserFormEnv(runtime="local")
     try:
         env.reset(options={"task_id": "forms/login-alice"})
-
-        def comm(pid: int) -> str:
-            with open(f"/proc/{pid}/comm") as f:
-                return f.read().strip()
-
-        def parent(pid: int) -> int:
-            with open(f"/proc/{pid}/stat") as f:
-                return int(f.read().rsplit(")", 1)[1].split()[1])
-
         pids = env.session.sandbox.process_ids()
-        chromium = next(p for p in pids if comm(p) == "chromium" and comm(parent(p)) != "chromium")
+        chromium = chromium_browser_process(pids)
         with open(f"/proc/{chromium}/cmdline", "rb") as f:
             args = f.read().decode().split("\0")
         lists = [a.split("=", 1)[1].split(",") for a in args if a.startswith("--disable-features=")]
