@@ -39,12 +39,26 @@ class Mount(BaseModel):
     source: str = Field(description="Host path.")
     target: str = Field(description="Absolute path inside the sandbox.")
     read_only: bool = True
+    preload: tuple[str, ...] = Field(
+        default=(),
+        description="Modules of this folder a runtime may import ahead, in a warm interpreter its "
+        "sandboxes are forked from (the local zygote): `import NAME` in a sandbox that mounts the "
+        "folder then finds them imported. Only for read-only staged folders; other backends ignore it.",
+    )
 
     @field_validator("target")
     @classmethod
     def _absolute(cls, v: str) -> str:
         if not v.startswith("/"):
             raise ValueError(f"mount target must be an absolute path, got {v!r}")
+        return v
+
+    @field_validator("preload")
+    @classmethod
+    def _module_names(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for name in v:
+            if not all(part.isidentifier() for part in name.split(".")):
+                raise ValueError(f"preload takes module names such as 'judge' or 'pkg.mod', got {name!r}")
         return v
 
 

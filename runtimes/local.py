@@ -519,11 +519,16 @@ class LocalRuntime(Runtime):
             "hide": [str(Path(STAGE_IN_ZYGOTE).parent)],
         }
         config = agent_config(spec)
+        # Modules the zygote imports once for every sandbox (the mounts are
+        # staged folders: _zygote_binds let only those through).
+        preload = [
+            [f"{STAGE_IN_ZYGOTE}/{Path(m.source).resolve().name}", list(m.preload)] for m in spec.mounts if m.preload
+        ]
         if stocked:
             config["lifetime_s"] = spec.wall_timeout_s + STOCK_MAX_IDLE_S
         try:
             reply, _, fds = z.channel.request_fds(
-                {"op": "spawn", "nest": nest, "agent": config}, timeout=READY_TIMEOUT_S
+                {"op": "spawn", "nest": nest, "agent": config, "preload": preload}, timeout=READY_TIMEOUT_S
             )
         except SandboxError as e:
             raise SandboxError(f"could not start sandbox {sid}: {e}: {z.stderr_text()[-800:]}") from e

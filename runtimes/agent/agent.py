@@ -728,6 +728,69 @@ def _ping(req, read_body, cfg):
     return {"ok": True}, b""
 
 
+# Modules the zygote imported ahead from staged folders: {folder as the
+# zygote sees it: [module names]}. A module name belongs to one folder.
+_preloaded: dict[str, list[str]] = {}
+
+
+def preload(entries):
+    """Zygote only: import each [folder, modules] entry's modules once, so
+    that every sandbox forked from then on finds them imported. A folder
+    whose modules fail to import is left to the sandboxes to import."""
+    fresh = [(folder, names) for folder, names in entries if folder not in _preloaded]
+    for folder, names in fresh:
+        # Other folders' modules are out of sight meanwhile: this folder's
+        # imports bind to its own copies only.
+        stashed = {n: sys.modules.pop(n) for held in _preloaded.values() for n in held if n in sys.modules}
+        before, path = set(sys.modules), list(sys.path)
+        sys.path.insert(0, folder)
+        ok = True
+        try:
+            for name in names:
+                __import__(name)
+        except BaseException:
+            ok = False
+        finally:
+            sys.path[:] = path
+            sys.path_importer_cache.pop(folder, None)
+        mine = [n for n in set(sys.modules) - before if _from(sys.modules[n], folder)]
+        if not ok:
+            for name in mine:
+                sys.modules.pop(name, None)
+            mine = []
+        # The newest version of a module wins: an older folder that holds a
+        # module of the same name gives up all of its modules.
+        for older, held in list(_preloaded.items()):
+            if set(held) & set(mine):
+                del _preloaded[older]
+            else:
+                sys.modules.update((n, stashed[n]) for n in held if n in stashed)
+        _preloaded[folder] = mine
+    if fresh:
+        import gc
+
+        gc.freeze()
+
+
+def _from(module, folder):
+    return (getattr(module, "__file__", None) or "").startswith(folder + "/")
+
+
+def settle_preloaded(binds):
+    """In a new sandbox: keep the preloaded modules of the folders it binds
+    (their __file__ now names the folder's path in the sandbox) and drop
+    the rest, so that no sandbox finds a module it has no copy of."""
+    targets = dict(binds)
+    for folder, names in _preloaded.items():
+        target = targets.get(folder)
+        for name in names:
+            module = sys.modules.get(name)
+            if target is None or module is None or not _from(module, folder):
+                sys.modules.pop(name, None)
+            else:
+                module.__file__ = target + str(module.__file__)[len(folder) :]
+
+
 def op_spawn(req, read_body, cfg):
     """Zygote only: clone a fresh sandbox and hand the host its channel.
 
@@ -741,6 +804,7 @@ def op_spawn(req, read_body, cfg):
     import nest
 
     read_body()
+    preload(req.get("preload", []))
     host_end, child_end = socket.socketpair()
     uid, gid = os.getuid(), os.getgid()
     try:
@@ -754,6 +818,7 @@ def op_spawn(req, read_body, cfg):
         try:
             host_end.close()
             nest.enter(req["nest"], uid, gid)
+            settle_preloaded(req["nest"].get("binds", []))
             fd = child_end.detach()
             os.dup2(fd, 0)
             os.dup2(fd, 1)

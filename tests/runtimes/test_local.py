@@ -436,3 +436,99 @@ def test_a_forked_child_never_takes_its_parents_stock():
         assert rt.stock_hits() == 1
     finally:
         rt.close()
+
+
+PROBE = """\
+import json, sys
+preloaded = "pmod" in sys.modules
+sys.path.insert(0, "/opt/pre")
+try:
+    import pmod
+except Exception as e:
+    print(json.dumps({"preloaded": preloaded, "error": type(e).__name__}))
+else:
+    print(json.dumps({"preloaded": preloaded, "version": getattr(pmod, "VERSION", None), "file": pmod.__file__}))
+"""
+
+
+def staged_module(tmp_path, body: str, preload: bool = True):
+    """A staged folder holding pmod.py (`body`), as a mount at /opt/pre."""
+    from sandgym.runtimes.base import Mount
+    from sandgym.runtimes.staging import stage_dir
+
+    src = tmp_path / f"pre-{uuid.uuid4().hex[:8]}"
+    src.mkdir()
+    (src / "pmod.py").write_text(body)
+    return Mount(source=str(stage_dir(src)), target="/opt/pre", preload=("pmod",) if preload else ())
+
+
+def probe(rt, *mounts) -> dict:
+    """What the probe script, run in the warm interpreter of a new sandbox, finds."""
+    import json
+
+    with rt.create(SandboxSpec(mounts=mounts)) as sb:
+        sb.put_files({"probe.py": PROBE})
+        res = sb.run_python("/workspace/probe.py")
+        assert res.exit_code == 0, res.text("stderr")
+        return json.loads(res.stdout)
+
+
+def test_a_mounts_preloaded_modules_are_found_imported_in_its_version(rt, tmp_path):
+    v1 = staged_module(tmp_path, "VERSION = 1\n")
+    v2 = staged_module(tmp_path, "VERSION = 2\n")
+    zygote = rt.use_zygote
+    # Each sandbox gets the version its own mount holds, whichever the
+    # zygote imported last; the zygote imports it ahead (a fresh
+    # bubblewrap sandbox has nothing to import it into).
+    for mount, version in [(v1, 1), (v2, 2), (v1, 1), (v2, 2)]:
+        seen = probe(rt, mount)
+        assert seen == {"preloaded": zygote, "version": version, "file": "/opt/pre/pmod.py"}
+
+
+def test_a_sandbox_that_does_not_mount_the_folder_has_none_of_its_modules(rt, tmp_path):
+    mount = staged_module(tmp_path, "VERSION = 1\n")
+    assert probe(rt, mount)["version"] == 1
+    # A pmod.py of its own, not preloaded: the sandbox imports that one.
+    other = staged_module(tmp_path, "OTHER = 1\n", preload=False)
+    assert probe(rt, other) == {"preloaded": False, "version": None, "file": "/opt/pre/pmod.py"}
+    assert probe(rt) == {"preloaded": False, "error": "ModuleNotFoundError"}
+
+
+def test_a_folders_preloaded_modules_import_that_folders_copies(rt, tmp_path):
+    from sandgym.runtimes.base import Mount
+    from sandgym.runtimes.staging import stage_dir
+
+    def folder(files: dict[str, str], preload: tuple[str, ...]) -> Mount:
+        src = tmp_path / f"pre-{uuid.uuid4().hex[:8]}"
+        src.mkdir()
+        for name, text in files.items():
+            (src / name).write_text(text)
+        return Mount(source=str(stage_dir(src)), target="/opt/pre", preload=preload)
+
+    a = folder({"first.py": "import common\n", "common.py": "V = 'a'\n"}, ("first",))
+    b = folder({"second.py": "import common\n", "common.py": "V = 'b'\n"}, ("second",))
+    script = "import sys; sys.path.insert(0, '/opt/pre'); import second; print(second.common.V, second.common.__file__)"
+    for mount in (a, b):
+        with rt.create(SandboxSpec(mounts=(mount,))) as sb:
+            sb.put_files({"probe.py": script if mount is b else "import sys"})
+            res = sb.run_python("/workspace/probe.py")
+            assert res.exit_code == 0, res.text("stderr")
+    # b's `second` imported b's `common`, not the one a's `first` left loaded.
+    assert res.text().split() == ["b", "/opt/pre/common.py"]
+
+
+def test_a_module_that_fails_to_preload_is_imported_by_the_sandbox_itself(rt, tmp_path):
+    broken = staged_module(tmp_path, "raise RuntimeError('not today')\n")
+    assert probe(rt, broken) == {"preloaded": False, "error": "RuntimeError"}
+    good = staged_module(tmp_path, "VERSION = 3\n")
+    assert probe(rt, good)["version"] == 3
+
+
+def test_preload_takes_module_names():
+    from pydantic import ValidationError
+
+    from sandgym.runtimes.base import Mount
+
+    with pytest.raises(ValidationError, match="'boundary/judge'"):
+        Mount(source="/x", target="/opt/x", preload=("boundary/judge",))
+    assert Mount(source="/x", target="/opt/x", preload=("pkg.mod",)).preload == ("pkg.mod",)

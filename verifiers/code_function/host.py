@@ -34,7 +34,9 @@ Candidates = Literal["pidns", "process"]
 
 
 def boundary_mount() -> Mount:
-    return Mount(source=str(stage_dir(Path(__file__).parent / "boundary")), target=BOUNDARY_DIR)
+    # The judge (with candidate_host and plainvalues) is imported ahead
+    # where the runtime forks sandboxes from a warm interpreter.
+    return Mount(source=str(stage_dir(Path(__file__).parent / "boundary")), target=BOUNDARY_DIR, preload=("judge",))
 
 
 def verifier_spec(task: CodeTaskPair) -> SandboxSpec:
