@@ -78,6 +78,7 @@ class AgentChannel:
         self.stderr_tail = bytearray()  # demux: the agent's stderr, last 64 KiB
         self._lock = threading.Lock()
         self.broken: str | None = None
+        self._ready_pending: tuple[str, float] | None = None
 
     def _recv_chunk(self, n: int, deadline: float) -> bytes:
         while True:
@@ -128,6 +129,22 @@ class AgentChannel:
         body = self._read_exact(blen, deadline) if blen else b""
         return header, body
 
+    def expect_ready(self, failure: str, timeout: float) -> None:
+        """The agent's `ready` has not been read yet: the first request goes
+        out at once, while the agent may still be setting up, and its reply
+        is read after `ready` (one round trip less). A start that fails
+        reads as `failure`: what went wrong."""
+        self._ready_pending = (failure, timeout)
+
+    def _read_ready(self) -> None:
+        if self._ready_pending is None:
+            return
+        (failure, timeout), self._ready_pending = self._ready_pending, None
+        try:
+            self.read_reply(timeout)
+        except (SandboxError, OSError) as e:  # (a timeout too: no job of the request's ran)
+            raise SandboxError(f"{failure}: {e.args[0] if isinstance(e, SandboxError) else e}") from e
+
     def abort(self) -> None:
         """From any thread, without the lock: mark the channel broken and shut
         the socket down, so a request blocked on it returns at once (the fd
@@ -166,7 +183,16 @@ class AgentChannel:
             if self.broken:
                 raise SandboxError(self.broken)
             try:
-                self._sock.sendall(encode_frame(header, body))
+                try:
+                    self._sock.sendall(encode_frame(header, body))
+                    unsent = None
+                except OSError as e:
+                    if self._ready_pending is None:
+                        raise
+                    unsent = e  # an agent that failed to start may be gone: say so first
+                self._read_ready()
+                if unsent is not None:
+                    raise unsent
                 reply, payload = self.read_reply(timeout)
                 want = int(reply.get("fd_follows") or 0)
                 if want and self._sock is not None:
@@ -195,12 +221,15 @@ def exec_request(
     max_output: int,
     python_fork: bool = False,
     in_place: bool = False,
+    end: bool = False,
 ) -> ExecResult:
     """One command through the agent. `in_place`: a Python script run as the
     sandbox's last job in the agent's own process (op_exec_in_place); the
     agent cannot time that out, so the host does: no reply within `timeout`
     (and the grace) reads as a timed-out command, and the channel is left
-    broken, so the sandbox takes nothing more."""
+    broken, so the sandbox takes nothing more. `end` (with `in_place`): the
+    agent exits once the reply is out, which ends the sandbox while the
+    host reads the reply."""
     argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
     if not argv:
         raise ValueError("cmd is empty: pass a program and its arguments, or a shell string")
@@ -214,6 +243,7 @@ def exec_request(
         "stdin_len": len(stdin or b""),
         "python_fork": python_fork,
         "in_place": in_place,
+        "end": in_place and end,
     }
     wait = (timeout if timeout is not None else 24 * 3600) + (IN_PLACE_GRACE_S if in_place else REPLY_GRACE_S)
     try:
@@ -242,6 +272,9 @@ class AgentSandbox(Sandbox):
     `wait_on_close=False`: close() asks the agent to shut down without
     waiting for its answer (for agents whose exit ends their sandbox at
     once, as PID 1 of it: the host moves on while the kernel tears it down).
+    `end_with_last_job` (such agents too): the agent exits as soon as it has
+    answered a last job (run_python(last=True)), so the sandbox's teardown
+    runs while the caller reads the result; close() then asks nothing more.
     """
 
     def __init__(
@@ -252,8 +285,11 @@ class AgentSandbox(Sandbox):
         closer: Callable[[bool], None],
         diagnose: Callable[[], str],
         wait_on_close: bool = True,
+        end_with_last_job: bool = False,
     ):
         self._wait_on_close = wait_on_close
+        self._end_with_last_job = end_with_last_job
+        self._ended = False  # the agent answered its last job and exited
         self._channel = channel
         self._spec = spec
         self.info = info
@@ -268,13 +304,18 @@ class AgentSandbox(Sandbox):
     def _check(self) -> None:
         if self._closed:
             raise SandboxError(f"sandbox {self.info.id} is closed")
+        if self._ended:
+            raise SandboxError(f"sandbox {self.info.id} ran its last job in place: create a new one")
 
     def _exec(self, cmd, timeout, stdin, env, cwd, max_output, python_fork, in_place=False) -> ExecResult:
         self._check()
+        end = in_place and self._end_with_last_job
         try:
-            result = exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork, in_place)
+            result = exec_request(self._channel, cmd, timeout, stdin, env, cwd, max_output, python_fork, in_place, end)
             if in_place and result.timed_out:
                 self.close()  # the job still runs in the agent: only the sandbox's end stops it
+            elif end:
+                self._ended = True
             return result
         except SandboxError as e:
             if self._channel.broken:
@@ -315,7 +356,9 @@ class AgentSandbox(Sandbox):
             return
         self._closed = True
         clean = False
-        if not self._wait_on_close:
+        if self._ended:
+            clean = True  # the agent has exited already
+        elif not self._wait_on_close:
             clean = self._channel.notify({"op": "shutdown"})
         elif not self._channel.broken:
             try:

@@ -357,7 +357,7 @@ class _BwrapProcess:
 
 @dataclass
 class _Spawned:
-    """A sandbox cloned by the zygote whose agent said ready, not yet handed to anyone."""
+    """A sandbox cloned by the zygote (a stocked one's agent said ready), not yet handed to anyone."""
 
     sid: str
     channel: AgentChannel
@@ -509,8 +509,11 @@ class LocalRuntime(Runtime):
             return z
 
     def _spawn(self, spec: SandboxSpec, binds: list[list[str]], sid: str, stocked: bool = False) -> _Spawned:
-        """A new sandbox cloned by the zygote, its agent ready. Stocked ones
-        live STOCK_MAX_IDLE_S longer; the hand-out enforces the spec's lifetime."""
+        """A new sandbox cloned by the zygote. A stocked one is ready when
+        returned, and lives STOCK_MAX_IDLE_S longer (the hand-out enforces
+        the spec's lifetime); for any other, the first request goes out
+        while it sets up and reads its `ready` first (a failed start fails
+        that request)."""
         z = self._get_zygote()
         nest = {
             "workdir": spec.workdir,
@@ -566,6 +569,9 @@ class LocalRuntime(Runtime):
             finally:
                 os.close(pidfd)
 
+        if not stocked:
+            channel.expect_ready(f"could not start sandbox {sid}", READY_TIMEOUT_S)
+            return _Spawned(sid, channel, sock, closer, lambda: z.stderr_text()[-800:], time.monotonic())
         try:
             channel.read_reply(READY_TIMEOUT_S)
         except SandboxError as e:
@@ -580,7 +586,9 @@ class LocalRuntime(Runtime):
         )
         # The agent is PID 1 of the sandbox: its exit ends everything in it.
         if not stocked:
-            return AgentSandbox(box.channel, spec, info, box.closer, box.diagnose, wait_on_close=False)
+            return AgentSandbox(
+                box.channel, spec, info, box.closer, box.diagnose, wait_on_close=False, end_with_last_job=True
+            )
         # Its agent lives STOCK_MAX_IDLE_S longer than the spec says: the
         # host ends it at the spec's lifetime from now.
         stock, timer = self._stock, threading.Timer(spec.wall_timeout_s, box.expire)
@@ -593,7 +601,7 @@ class LocalRuntime(Runtime):
             if stock is not None:
                 stock.returned(box.key)
 
-        return AgentSandbox(box.channel, spec, info, closer, box.diagnose, wait_on_close=False)
+        return AgentSandbox(box.channel, spec, info, closer, box.diagnose, wait_on_close=False, end_with_last_job=True)
 
     # -- public ----------------------------------------------------------------
 

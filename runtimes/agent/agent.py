@@ -937,9 +937,12 @@ def serve(cfg):
             break
         passed = None
         parts = []
+        ending = False
         try:
             try:
                 result = ops[op](req, read_body, cfg)
+                # A last job's requester may ask the agent to end with it.
+                ending = bool(req.get("end")) and _spent
                 header, payload = result[0], result[1]
                 parts = payload if isinstance(payload, list) else [payload]
                 passed = result[2] if len(result) > 2 else None
@@ -974,6 +977,8 @@ def serve(cfg):
                 if isinstance(buf, bytearray):
                     wipe(buf)
             del consumed[:], parts[:]
+        if ending:
+            break
     if not zygote and os.getpid() != 1:
         # (As PID 1 of its namespace, the agent's exit takes every other
         # process in it along: the kernel kills them.)

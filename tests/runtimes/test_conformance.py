@@ -291,12 +291,19 @@ sys.exit(7)
 def test_a_last_job_runs_in_the_agent_and_ends_the_sandbox(rt):
     """run_python(last=True): the script runs in the agent's own process (no
     fork), with argv, env, cwd and stdin as for a fork, its sys.stdout and
-    sys.stderr captured and capped; afterwards the sandbox takes no command."""
+    sys.stderr captured and capped; afterwards the sandbox takes no command.
+    A local sandbox (a zygote's) ends as the job's reply goes out, before
+    close()."""
+    from sandgym.runtimes.local import pid_alive
+
     with rt.create() as sb:
+        agent = _agent_host_pid(rt, sb) if rt.name == "local" else None
         agent_pid = sb.exec(["sh", "-c", "echo $PPID"]).text().strip()
         sb.put_files({"job.py": JOB}, dest="/tmp")
         r = sb.run_python("/tmp/job.py", args=["a"], stdin=b"x" * 300_000, env={"JOB_KEY": "v"}, last=True)
         assert (r.exit_code, r.timed_out, r.truncated) == (7, False, False)
+        if agent is not None:
+            assert settled(lambda: not pid_alive(agent), timeout_s=5)
         assert r.text().splitlines() == ["before stdin", f"300000 ['a'] v {agent_pid} /workspace"]
         assert r.text("stderr") == "to stderr\n"
         with pytest.raises(SandboxError, match="ran its last job"):

@@ -532,3 +532,19 @@ def test_preload_takes_module_names():
     with pytest.raises(ValidationError, match="'boundary/judge'"):
         Mount(source="/x", target="/opt/x", preload=("boundary/judge",))
     assert Mount(source="/x", target="/opt/x", preload=("pkg.mod",)).preload == ("pkg.mod",)
+
+
+def test_a_zygote_sandbox_that_cannot_start_fails_its_first_request(runtime):
+    # The first request goes out before the agent's `ready` is read: a
+    # start that fails (here the agent cannot dup its channel under a
+    # one-file limit) fails that request, naming why, and leaves nothing.
+    runtime.create().close()  # the zygote runs
+    before = set(host_pids_with("/opt/sandgym/agent/agent.py"))  # (sandboxes are its clones)
+    sb = runtime.create(SandboxSpec(open_files=1))
+    with pytest.raises(SandboxError, match="(?s)could not start sandbox .*Too many open files"):
+        sb.exec(["true"])
+    assert not sb.alive
+    sb.close()
+    assert set(host_pids_with("/opt/sandgym/agent/agent.py")) <= before
+    with runtime.create() as ok:
+        assert ok.exec(["true"]).exit_code == 0
