@@ -558,8 +558,16 @@ class LocalRuntime(Runtime):
             # exits only after the kernel has killed the rest, and is reaped
             # by bubblewrap's init a moment later (signal 0 fails from then on).
             try:
+                readable, _, _ = select.select([pidfd], [], [], CLOSE_WAIT_S)
+                if not readable and clean:
+                    # Asked to shut down and still there (stopped, or stuck
+                    # before `ready`): the zygote ends it.
+                    try:
+                        z.channel.request({"op": "kill", "pid": pid}, timeout=5.0)
+                    except SandboxError:
+                        pass
+                    select.select([pidfd], [], [], CLOSE_WAIT_S)
                 deadline = time.monotonic() + CLOSE_WAIT_S
-                select.select([pidfd], [], [], CLOSE_WAIT_S)
                 while time.monotonic() < deadline:
                     try:
                         signal.pidfd_send_signal(pidfd, 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
 
 
@@ -26,3 +28,21 @@ def make_task(
         ),
         hidden=CodeHidden(id=task_id, tests=list(tests or []), check_code=check_code, reference_solution=reference),
     )
+
+
+def agent_host_pid(rt, sb) -> int:
+    """The host PID of a sandbox's agent (local: PID 1 of the sandbox's PID
+    namespace; docker: the container's init)."""
+    if rt.name == "docker":
+        return rt.client.containers.get(sb.info.id).attrs["State"]["Pid"]
+    ns = sb.exec(["readlink", "/proc/self/ns/pid"]).text().strip()
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and os.readlink(f"/proc/{p}/ns/pid") == ns:
+                with open(f"/proc/{p}/status") as f:
+                    nspid = next(line for line in f if line.startswith("NSpid:")).split()
+                if nspid[-1] == "1":
+                    return int(p)
+        except OSError:
+            pass
+    raise AssertionError(f"no agent found for {ns}")

@@ -28,7 +28,7 @@ from sandgym.runtimes.k8s import OWNER_LABEL as K8S_OWNER_LABEL
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import payload_for, run_in_sandbox, verifier_spec, verify
 from tests.code_function.test_security import ADD, SEARCH, secret_task
-from tests.helpers import make_task
+from tests.helpers import agent_host_pid, make_task
 
 BACKENDS = [
     "local",
@@ -297,7 +297,7 @@ def test_a_last_job_runs_in_the_agent_and_ends_the_sandbox(rt):
     from sandgym.runtimes.local import pid_alive
 
     with rt.create() as sb:
-        agent = _agent_host_pid(rt, sb) if rt.name == "local" else None
+        agent = agent_host_pid(rt, sb) if rt.name == "local" else None
         agent_pid = sb.exec(["sh", "-c", "echo $PPID"]).text().strip()
         sb.put_files({"job.py": JOB}, dest="/tmp")
         r = sb.run_python("/tmp/job.py", args=["a"], stdin=b"x" * 300_000, env={"JOB_KEY": "v"}, last=True)
@@ -331,7 +331,7 @@ def test_a_last_job_out_of_time_ends_the_sandbox(rt):
 
     before = sandgym_sandboxes()
     sb = rt.create()
-    agent = _agent_host_pid(rt, sb) if rt.name == "local" else None
+    agent = agent_host_pid(rt, sb) if rt.name == "local" else None
     sb.put_files({"job.py": JOB}, dest="/tmp")
     r = sb.run_python("/tmp/job.py", args=["hang"], last=True, timeout=1)
     assert r.timed_out and r.exit_code == 137
@@ -571,24 +571,6 @@ def test_the_agents_descriptors_are_out_of_reach(rt):
         assert report["agent_fds"] == []
 
 
-def _agent_host_pid(rt, sb) -> int:
-    """The host PID of a sandbox's agent (local: PID 1 of the sandbox's PID
-    namespace; docker: the container's init)."""
-    if rt.name == "docker":
-        return rt.client.containers.get(sb.info.id).attrs["State"]["Pid"]
-    ns = sb.exec(["readlink", "/proc/self/ns/pid"]).text().strip()
-    for p in os.listdir("/proc"):
-        try:
-            if p.isdigit() and os.readlink(f"/proc/{p}/ns/pid") == ns:
-                with open(f"/proc/{p}/status") as f:
-                    nspid = next(line for line in f if line.startswith("NSpid:")).split()
-                if nspid[-1] == "1":
-                    return int(p)
-        except OSError:
-            pass
-    raise AssertionError(f"no agent found for {ns}")
-
-
 def _host_reads_memory(pid: int, needles: list[bytes]) -> set[bytes]:
     found = set()
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
@@ -617,7 +599,7 @@ def test_the_agent_wipes_a_jobs_stdin(rt):
         assert sb.exec(["sh", "-c", "cat > /dev/null"], stdin=secret.encode() * 1000).exit_code == 0
         sb.put_files({"read.py": "import sys\nsys.stdin.read()\n"}, dest="/tmp")
         assert sb.run_python("/tmp/read.py", stdin=secret.encode()).exit_code == 0
-        found = _host_reads_memory(_agent_host_pid(rt, sb), [canary.encode(), secret.encode()])
+        found = _host_reads_memory(agent_host_pid(rt, sb), [canary.encode(), secret.encode()])
         assert found == {canary.encode()}
 
 

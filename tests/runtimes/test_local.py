@@ -548,3 +548,24 @@ def test_a_zygote_sandbox_that_cannot_start_fails_its_first_request(runtime):
     assert set(host_pids_with("/opt/sandgym/agent/agent.py")) <= before
     with runtime.create() as ok:
         assert ok.exec(["true"]).exit_code == 0
+
+
+def test_close_ends_a_sandbox_that_does_not_shut_down_when_asked(runtime, monkeypatch):
+    # An agent that cannot act on `shutdown` (stopped here; a start stuck
+    # before `ready` would be the same): close() has the zygote end it.
+    import signal
+
+    import sandgym.runtimes.local as local
+    from sandgym.runtimes.local import pid_alive
+    from tests.helpers import agent_host_pid
+
+    monkeypatch.setattr(local, "CLOSE_WAIT_S", 0.5)
+    sb = runtime.create()
+    agent = agent_host_pid(runtime, sb)
+    os.kill(agent, signal.SIGSTOP)
+    sb.close()
+    deadline = time.monotonic() + 5
+    while pid_alive(agent) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not pid_alive(agent)
+
