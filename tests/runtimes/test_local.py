@@ -568,4 +568,3 @@ def test_close_ends_a_sandbox_that_does_not_shut_down_when_asked(runtime, monkey
     while pid_alive(agent) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not pid_alive(agent)
-
