@@ -522,11 +522,10 @@ class LocalRuntime(Runtime):
             "hide": [str(Path(STAGE_IN_ZYGOTE).parent)],
         }
         config = agent_config(spec)
-        # Modules the zygote imports once for every sandbox (the mounts are
-        # staged folders: _zygote_binds let only those through).
-        preload = [
-            [f"{STAGE_IN_ZYGOTE}/{Path(m.source).resolve().name}", list(m.preload)] for m in spec.mounts if m.preload
-        ]
+        # Modules the zygote imports once for every sandbox, from the folders
+        # it binds (by target: each bind is one of the spec's mounts).
+        wanted = {m.target: list(m.preload) for m in spec.mounts if m.preload}
+        preload = [[source, wanted[target]] for source, target in binds if target in wanted]
         if stocked:
             config["lifetime_s"] = spec.wall_timeout_s + STOCK_MAX_IDLE_S
         try:
@@ -545,14 +544,17 @@ class LocalRuntime(Runtime):
         pid = reply["pid"]
         closed = threading.Lock()
 
+        def kill() -> None:
+            try:
+                z.channel.request({"op": "kill", "pid": pid}, timeout=5.0)
+            except SandboxError:
+                pass
+
         def closer(clean: bool) -> None:
             if not closed.acquire(blocking=False):
                 return  # (the lifetime's timer and the owner may both close it)
             if not clean:
-                try:
-                    z.channel.request({"op": "kill", "pid": pid}, timeout=5.0)
-                except SandboxError:
-                    pass
+                kill()
             sock.close()
             # close() returns once nothing of the sandbox is left: its init
             # exits only after the kernel has killed the rest, and is reaped
@@ -562,10 +564,7 @@ class LocalRuntime(Runtime):
                 if not readable and clean:
                     # Asked to shut down and still there (stopped, or stuck
                     # before `ready`): the zygote ends it.
-                    try:
-                        z.channel.request({"op": "kill", "pid": pid}, timeout=5.0)
-                    except SandboxError:
-                        pass
+                    kill()
                     select.select([pidfd], [], [], CLOSE_WAIT_S)
                 deadline = time.monotonic() + CLOSE_WAIT_S
                 while time.monotonic() < deadline:
