@@ -18,6 +18,7 @@ import pytest
 
 from sandgym.runtimes import RuntimeUnavailable, SandboxError, SandboxSpec, get_runtime
 from sandgym.runtimes.local import LocalRuntime
+from tests.helpers import agent_host_pid
 
 
 @pytest.fixture(params=["zygote", "bwrap"])
@@ -451,15 +452,21 @@ else:
 """
 
 
-def staged_module(tmp_path, body: str, preload: bool = True):
-    """A staged folder holding pmod.py (`body`), as a mount at /opt/pre."""
+def staged_folder(tmp_path, files: dict[str, str], preload: tuple[str, ...]):
+    """A staged folder holding `files`, as a mount at /opt/pre."""
     from sandgym.runtimes.base import Mount
     from sandgym.runtimes.staging import stage_dir
 
     src = tmp_path / f"pre-{uuid.uuid4().hex[:8]}"
     src.mkdir()
-    (src / "pmod.py").write_text(body)
-    return Mount(source=str(stage_dir(src)), target="/opt/pre", preload=("pmod",) if preload else ())
+    for name, text in files.items():
+        (src / name).write_text(text)
+    return Mount(source=str(stage_dir(src)), target="/opt/pre", preload=preload)
+
+
+def staged_module(tmp_path, body: str, preload: bool = True):
+    """A staged folder holding pmod.py (`body`), as a mount at /opt/pre."""
+    return staged_folder(tmp_path, {"pmod.py": body}, ("pmod",) if preload else ())
 
 
 def probe(rt, *mounts) -> dict:
@@ -495,18 +502,8 @@ def test_a_sandbox_that_does_not_mount_the_folder_has_none_of_its_modules(rt, tm
 
 
 def test_a_folders_preloaded_modules_import_that_folders_copies(rt, tmp_path):
-    from sandgym.runtimes.base import Mount
-    from sandgym.runtimes.staging import stage_dir
-
-    def folder(files: dict[str, str], preload: tuple[str, ...]) -> Mount:
-        src = tmp_path / f"pre-{uuid.uuid4().hex[:8]}"
-        src.mkdir()
-        for name, text in files.items():
-            (src / name).write_text(text)
-        return Mount(source=str(stage_dir(src)), target="/opt/pre", preload=preload)
-
-    a = folder({"first.py": "import common\n", "common.py": "V = 'a'\n"}, ("first",))
-    b = folder({"second.py": "import common\n", "common.py": "V = 'b'\n"}, ("second",))
+    a = staged_folder(tmp_path, {"first.py": "import common\n", "common.py": "V = 'a'\n"}, ("first",))
+    b = staged_folder(tmp_path, {"second.py": "import common\n", "common.py": "V = 'b'\n"}, ("second",))
     script = "import sys; sys.path.insert(0, '/opt/pre'); import second; print(second.common.V, second.common.__file__)"
     for mount in (a, b):
         with rt.create(SandboxSpec(mounts=(mount,))) as sb:
@@ -557,7 +554,6 @@ def test_close_ends_a_sandbox_that_does_not_shut_down_when_asked(runtime, monkey
 
     import sandgym.runtimes.local as local
     from sandgym.runtimes.local import pid_alive
-    from tests.helpers import agent_host_pid
 
     monkeypatch.setattr(local, "CLOSE_WAIT_S", 0.5)
     sb = runtime.create()
