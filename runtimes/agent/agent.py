@@ -475,6 +475,26 @@ class _Sink(io.RawIOBase):
         return len(data)
 
 
+class _Body(io.RawIOBase):
+    """An in-place job's stdin: the request's body, read when first asked for."""
+
+    def __init__(self, read_body):
+        super().__init__()
+        self.read_body = read_body
+        self.rest = None
+
+    def readable(self):
+        return True
+
+    def readinto(self, buf):
+        if self.rest is None:
+            self.rest = memoryview(self.read_body())
+        n = min(len(buf), len(self.rest))
+        buf[:n] = self.rest[:n]
+        self.rest = self.rest[n:]
+        return n
+
+
 def op_exec_in_place(req, read_body, cfg):
     """Run a Python script as the sandbox's last job, in this process: no fork.
 
@@ -497,22 +517,9 @@ def op_exec_in_place(req, read_body, cfg):
         resource.setrlimit(resource.RLIMIT_CPU, (used + int(cpu), used + int(cpu) + 1))
     cap, env, cwd = _job_settings(req, cfg)
     out, err = _Sink(cap), _Sink(cap)
-    body: list[memoryview] = []
-
-    class Body(io.RawIOBase):
-        def readable(self):
-            return True
-
-        def readinto(self, buf):
-            if not body:
-                body.append(memoryview(read_body()))
-            n = min(len(buf), len(body[0]))
-            buf[:n] = body[0][:n]
-            body[0] = body[0][n:]
-            return n
-
+    body = _Body(read_body)
     saved = sys.stdin, sys.stdout, sys.stderr
-    sys.stdin = io.TextIOWrapper(io.BufferedReader(Body()))
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(body))
     sys.stdout = io.TextIOWrapper(out, write_through=True)
     sys.stderr = io.TextIOWrapper(err, write_through=True)
     try:
@@ -524,7 +531,7 @@ def op_exec_in_place(req, read_body, cfg):
         code = 1
     finally:
         sys.stdin, sys.stdout, sys.stderr = saved
-        del body[:]
+        body.rest = None
     if _lifetime_end is not None:
         # (A job may have used SIGALRM's timer, and with it cancelled the lifetime's.)
         signal.signal(signal.SIGALRM, _lifetime_over)

@@ -42,6 +42,7 @@ for _name in ("mount", "prctl", "capset", "sethostname"):
 # which makes their order, which differs between architectures, moot.)
 _raw = ctypes.PyDLL(None, use_errno=True)
 SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+MACHINE = os.uname().machine
 CLONE_PARENT = 0x00008000
 SANDBOX_NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 # A sandbox is the zygote's sibling: the init of the zygote's own PID
@@ -100,9 +101,9 @@ def clone(flags):
     the child itself miss; the agent uses neither (os.fork in it, for
     commands, sets things right again).
     """
-    number = SYS_CLONE.get(os.uname().machine)
+    number = SYS_CLONE.get(MACHINE)
     if number is None:
-        raise OSError(38, f"clone: no syscall number known for {os.uname().machine}")
+        raise OSError(38, f"clone: no syscall number known for {MACHINE}")
     zero = ctypes.c_void_p(0)
     pid = _raw.syscall(ctypes.c_long(number), ctypes.c_ulong(flags | signal.SIGCHLD), zero, zero, zero, zero)
     if pid < 0:

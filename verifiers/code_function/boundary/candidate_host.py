@@ -47,11 +47,22 @@ def _check(ret, what):
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+# libc, and the functions used, looked up at import: where the runtime
+# imports this module ahead (a warm interpreter that forks sandboxes), no
+# sandbox pays for them again. PyDLL for clone: see _clone.
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_RAW = ctypes.PyDLL(None, use_errno=True)
+for _lib, _names in ((_LIBC, ("mount", "prctl", "capset", "unshare")), (_RAW, ("syscall",))):
+    for _name in _names:
+        getattr(_lib, _name)
+
+
 def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+    return _LIBC
 
 
 SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+CLONE_NR = SYS_CLONE.get(os.uname().machine)
 
 
 def _clone(flags):
@@ -65,13 +76,10 @@ def _clone(flags):
     The arguments after the flags are zero, so their per-architecture
     order does not matter.
     """
-    number = SYS_CLONE.get(os.uname().machine)
-    if number is None:
+    if CLONE_NR is None:
         raise OSError(38, "clone: unknown architecture")
     zero = ctypes.c_void_p(0)
-    pid = ctypes.PyDLL(None, use_errno=True).syscall(
-        ctypes.c_long(number), ctypes.c_ulong(flags | signal.SIGCHLD), zero, zero, zero, zero
-    )
+    pid = _RAW.syscall(ctypes.c_long(CLONE_NR), ctypes.c_ulong(flags | signal.SIGCHLD), zero, zero, zero, zero)
     if pid < 0:
         err = ctypes.get_errno()
         raise OSError(err, f"clone: {os.strerror(err)}")
