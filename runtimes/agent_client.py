@@ -36,6 +36,7 @@ def agent_config(spec: SandboxSpec) -> dict:
     return {
         "role": "sandbox",
         "workdir": spec.workdir,
+        "sockets": spec.network != "no-sockets",
         "lifetime_s": spec.wall_timeout_s,
         "env": {
             "PATH": SANDBOX_PATH,

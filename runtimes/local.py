@@ -522,6 +522,9 @@ class LocalRuntime(Runtime):
             "disk_bytes": spec.disk_mb * 1024 * 1024,
             "binds": binds,
             "hide": [str(Path(STAGE_IN_ZYGOTE).parent)],
+            # A sandbox that can make no socket has no use for a network
+            # namespace of its own: it stays in the zygote's.
+            "own_network": spec.network != "no-sockets",
         }
         config = agent_config(spec)
         # Modules the zygote imports once for every sandbox, from the folders

@@ -177,33 +177,55 @@ def make_undumpable():
 
 
 PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 38, 22, 2
-# mq_open per architecture (seccomp's AUDIT_ARCH_*); x32 sets bit 30 of the number.
-MQ_OPEN = {0xC000003E: 240, 0xC00000B7: 180}
+AUDIT_ARCH_X86_64, AUDIT_ARCH_AARCH64 = 0xC000003E, 0xC00000B7
+# Syscall numbers per architecture (seccomp's AUDIT_ARCH_*). x32 programs use
+# x86-64's numbers with bit 30 set: the filter clears that bit first.
+SYSCALL_NUMBERS = {
+    AUDIT_ARCH_X86_64: {"mq_open": 240, "socket": 41, "socketpair": 53, "io_uring_setup": 425},
+    AUDIT_ARCH_AARCH64: {"mq_open": 180, "socket": 198, "socketpair": 199, "io_uring_setup": 425},
+}
 X32_BIT = 0x40000000
+# What every sandbox's filter refuses, and what a sandbox without sockets
+# (network "no-sockets") refuses besides: io_uring, since its requests
+# create sockets where no filter sees them.
+REFUSED = {"mq_open": errno.ENOSYS}
+REFUSED_WITHOUT_SOCKETS = {"socket": errno.EACCES, "socketpair": errno.EACCES, "io_uring_setup": errno.ENOSYS}
 
 
-def _mqueue_filter():
-    """The seccomp program of refuse_posix_mqueues, as a ctypes sock_fprog."""
+def _seccomp_filter(refused, foreign_allowed):
+    """A seccomp program (a ctypes sock_fprog): each syscall named in
+    `refused` fails with its errno on x86-64 (x32 included) and aarch64.
+    Syscalls of any other architecture (32-bit ones, through int 0x80 on
+    x86-64) pass if `foreign_allowed`, else fail with ENOSYS: their numbers
+    differ, and i386 reaches sockets through socketcall too."""
     import ctypes
 
     def op(code, k, jt=0, jf=0):
         return struct.pack("=HBBI", code, jt, jf, k)
 
     ld_abs, jeq, and_k, ret = 0x20, 0x15, 0x54, 0x06
-    errno_enosys, allow = 0x00050000 | errno.ENOSYS, 0x7FFF0000
-    x86, arm = MQ_OPEN
+    allow = 0x7FFF0000
+
+    def fail(code):
+        return op(ret, 0x00050000 | code)
+
+    def checks(arch):
+        out = []
+        for name, code in refused.items():
+            out += [op(jeq, SYSCALL_NUMBERS[arch][name], 0, 1), fail(code)]  # that one fails, else the next test
+        return out + [op(ret, allow)]
+
+    x86 = [op(ld_abs, 0), op(and_k, ~X32_BIT & 0xFFFFFFFF)] + checks(AUDIT_ARCH_X86_64)
+    arm = [op(ld_abs, 0)] + checks(AUDIT_ARCH_AARCH64)
+    other = [op(ret, allow) if foreign_allowed else fail(errno.ENOSYS)]
     prog = b"".join(
         [
-            op(ld_abs, 4),  # 0: seccomp_data.arch
-            op(jeq, x86, 0, 3),  # 1: x86-64 -> 2, else -> 5
-            op(ld_abs, 0),  # 2: seccomp_data.nr
-            op(and_k, ~X32_BIT & 0xFFFFFFFF),  # 3
-            op(jeq, MQ_OPEN[x86], 3, 4),  # 4: mq_open -> 8, else -> 9
-            op(jeq, arm, 0, 3),  # 5: aarch64 -> 6, else -> 9
-            op(ld_abs, 0),  # 6
-            op(jeq, MQ_OPEN[arm], 0, 1),  # 7: mq_open -> 8, else -> 9
-            op(ret, errno_enosys),  # 8
-            op(ret, allow),  # 9
+            op(ld_abs, 4),  # seccomp_data.arch
+            op(jeq, AUDIT_ARCH_X86_64, 0, len(x86)),  # x86-64 -> next, else past its block
+            *x86,
+            op(jeq, AUDIT_ARCH_AARCH64, 0, len(arm)),
+            *arm,
+            *other,
         ]
     )
 
@@ -213,28 +235,44 @@ def _mqueue_filter():
     return SockFprog(len(prog) // 8, prog)
 
 
-_MQUEUE_FILTER: list = []
+# The two filters, built once in the zygote: {sockets allowed: program}.
+_FILTERS: dict = {}
+
+
+def _filter(sockets):
+    if sockets not in _FILTERS:
+        refused = REFUSED if sockets else {**REFUSED, **REFUSED_WITHOUT_SOCKETS}
+        _FILTERS[sockets] = _seccomp_filter(refused, foreign_allowed=sockets)
+    return _FILTERS[sockets]
 
 
 def prepare():
     """Build once, in the zygote, what every sandbox's agent needs at start."""
     _libc()
-    _MQUEUE_FILTER.append(_mqueue_filter())
+    _filter(True)
+    _filter(False)
 
 
-def refuse_posix_mqueues():
-    """mq_open fails with ENOSYS for the agent and everything it starts.
+def install_seccomp(sockets):
+    """The agent's syscall filter, for it and everything it starts.
 
-    A POSIX message queue outlives its maker in the sandbox's IPC namespace,
-    so a pooled sandbox would carry it to the next lease; gVisor (this
-    release) neither mounts the mqueue filesystem that lists them nor
-    enforces RLIMIT_MSGQUEUE, so no reset could find or forbid them there.
-    Refused on every backend alike. (SysV IPC is removed by the pool's reset.)
+    Always: mq_open fails with ENOSYS. A POSIX message queue outlives its
+    maker in the sandbox's IPC namespace, so a pooled sandbox would carry
+    it to the next lease; gVisor (this release) neither mounts the mqueue
+    filesystem that lists them nor enforces RLIMIT_MSGQUEUE, so no reset
+    could find or forbid them there. Refused on every backend alike. (SysV
+    IPC is removed by the pool's reset.)
+
+    Without `sockets` (the spec's network "no-sockets"): no socket can be
+    made at all (socket and socketpair fail with EACCES, io_uring with
+    ENOSYS, and so does every 32-bit syscall). Such a sandbox has nothing
+    that a network namespace holds, so the local runtime need not make it
+    one (the kernel's most costly part of a new sandbox).
     """
     import ctypes
 
     libc = _libc()
-    fprog = _MQUEUE_FILTER[0] if _MQUEUE_FILTER else _mqueue_filter()
+    fprog = _filter(sockets)
     # Required for an unprivileged filter (and set already where the backend does).
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
@@ -815,7 +853,7 @@ def op_spawn(req, read_body, cfg):
     host_end, child_end = socket.socketpair()
     uid, gid = os.getuid(), os.getgid()
     try:
-        pid = nest.clone(nest.SANDBOX_CLONE)
+        pid = nest.clone(nest.clone_flags(req["nest"]))
     except BaseException:
         host_end.close()
         child_end.close()
@@ -899,7 +937,7 @@ def serve(cfg):
         # (The zygote holds no job and no sandbox can see it; its forks must
         # stay dumpable until they have written their own uid maps.)
         make_undumpable()
-        refuse_posix_mqueues()
+        install_seccomp(cfg.get("sockets", True))
     apply_limits(cfg.get("limits", {}))
     # No KeyboardInterrupt: a command could send SIGINT. As PID 1 of its
     # namespace (zygote children, containers) the agent then ignores every

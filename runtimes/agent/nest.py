@@ -6,8 +6,9 @@ clone(2) of it made straight into new user, PID, mount, network, IPC and
 UTS namespaces (PID 1 there, no intermediate process), which mounts fresh
 tmpfs for the workspace, /tmp, /dev/shm and /opt, binds the requested
 read-only folders, brings up `lo`, drops every capability and becomes that
-sandbox's agent. A clone costs about as much as a few syscalls; a new
-bubblewrap and interpreter cost tens of milliseconds.
+sandbox's agent. (A sandbox that may make no socket stays in the zygote's
+network namespace: clone_flags.) A clone costs about as much as a few
+syscalls; a new bubblewrap and interpreter cost tens of milliseconds.
 
 Standard library only (ctypes for the syscalls Python 3.11 lacks).
 """
@@ -48,6 +49,13 @@ SANDBOX_NAMESPACES = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET |
 # A sandbox is the zygote's sibling: the init of the zygote's own PID
 # namespace (bubblewrap's) reaps it the moment it ends.
 SANDBOX_CLONE = SANDBOX_NAMESPACES | CLONE_PARENT
+
+
+def clone_flags(spec):
+    """The clone flags of a sandbox: without a network namespace of its own
+    when it can make no socket (the agent's syscall filter), since it has
+    no use for one, and making one costs more than all else in a clone."""
+    return SANDBOX_CLONE if spec.get("own_network", True) else SANDBOX_CLONE & ~CLONE_NEWNET
 
 
 def _check(ret, what):
@@ -126,7 +134,8 @@ def enter(spec, uid, gid):
     ids, mapped to themselves.
 
     spec: workdir, disk_bytes, binds [[source, target]] with targets under
-    /opt, hide (folders to cover with an empty tmpfs), hostname.
+    /opt, hide (folders to cover with an empty tmpfs), hostname, own_network
+    (False: the zygote's network namespace, see clone_flags).
     """
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
@@ -157,6 +166,7 @@ def enter(spec, uid, gid):
         _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k")
     hostname = spec.get("hostname", "sandbox").encode()
     _check(_libc.sethostname(hostname, len(hostname)), "sethostname")
-    _loopback_up()
+    if spec.get("own_network", True):
+        _loopback_up()
     os.chdir(spec["workdir"])
     drop_capabilities()

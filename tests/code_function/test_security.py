@@ -138,6 +138,28 @@ def test_reference_passes_and_wrong_fails(runtime):
     assert verify(CHECK_ADD, CHECK_ADD.hidden.reference_solution, runtime).outcome == "passed"
 
 
+def test_the_code_under_test_can_make_no_socket(runtime, host_guard):
+    """Not even a Unix socket pair: on the local runtime every verifier
+    sandbox shares one network namespace (network "no-sockets"), so a
+    socket is the one way a candidate could reach another's."""
+    task, _ = secret_task()
+    code = (
+        "import socket\n"
+        "def solve(x):\n"
+        "    got = []\n"
+        "    for make in (socket.socketpair, lambda: socket.socket(socket.AF_UNIX),\n"
+        "                 lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM)):\n"
+        "        try:\n"
+        "            make()\n"
+        "            got.append('made')\n"
+        "        except PermissionError:\n"
+        "            got.append('refused')\n"
+        "    return ' '.join(got)\n"
+    )
+    v = judge(runtime, task, code)
+    assert returned(v) == "'refused refused refused'"
+
+
 @pytest.mark.parametrize(
     "code",
     [

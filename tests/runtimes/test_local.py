@@ -201,6 +201,30 @@ def test_no_network_but_loopback(box):
         server.close()
 
 
+# Every socket the kernel lists in the reader's network namespace.
+SOCKET_TABLES = (
+    "print(sorted(line for t in ('tcp', 'tcp6', 'udp', 'udp6', 'raw', 'unix', 'packet', 'netlink')\n"
+    "             for line in open('/proc/net/' + t).read().splitlines()[1:]))\n"
+)
+
+
+def test_sandboxes_without_sockets_share_the_zygotes_network_namespace(runtime):
+    """A sandbox that can make no socket makes no network namespace (the
+    costliest part of a clone): it stays in the zygote's, with the others
+    of its kind, where its attempts leave nothing; any other sandbox has
+    its own."""
+    from tests.runtimes.test_conformance import SOCKET_PROBE
+
+    sealed = SandboxSpec(network="no-sockets")
+    with runtime.create(sealed) as a, runtime.create(sealed) as b, runtime.create() as c:
+        ns = [sb.exec(["readlink", "/proc/self/ns/net"]).stdout for sb in (a, b, c)]
+        assert ns[0] == ns[1] != ns[2]
+        before = b.exec(["python3", "-c", SOCKET_TABLES]).stdout
+        assert b"[" in before
+        assert b"made" not in a.exec(["python3", "-c", SOCKET_PROBE]).stdout
+        assert b.exec(["python3", "-c", SOCKET_TABLES]).stdout == before
+
+
 def test_sandboxes_are_isolated_from_each_other(rt):
     with rt.create() as a, rt.create() as b:
         a.put_files({"mine.txt": "a"})

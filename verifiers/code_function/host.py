@@ -46,6 +46,10 @@ def verifier_spec(task: CodeTaskPair) -> SandboxSpec:
         disk_mb=64,
         cpu_seconds=int(task.visible.timeout_s) + 5,
         wall_timeout_s=task.visible.timeout_s + HOST_GRACE_S + 30,
+        # Neither the judge nor the code under test needs a socket: none can
+        # be made, so no candidate can reach another sandbox's, and the local
+        # runtime spares the sandbox a network namespace of its own.
+        network="no-sockets",
         mounts=(boundary_mount(),),
         labels={"role": "verifier", "task": task.id},
     )
