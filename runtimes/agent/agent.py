@@ -265,9 +265,9 @@ def install_seccomp(sockets):
 
     Without `sockets` (the spec's network "no-sockets"): no socket can be
     made at all (socket and socketpair fail with EACCES, io_uring with
-    ENOSYS, and so does every 32-bit syscall). Such a sandbox has nothing
-    that a network namespace holds, so the local runtime need not make it
-    one (the kernel's most costly part of a new sandbox).
+    ENOSYS, and so does every 32-bit syscall). Such a sandbox has no use
+    for a network namespace of its own, so the local runtime makes it none
+    (for the kernel, the costliest part of a new sandbox).
     """
     import ctypes
 
