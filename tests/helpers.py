@@ -46,3 +46,32 @@ def agent_host_pid(rt, sb) -> int:
         except OSError:
             pass
     raise AssertionError(f"no agent found for {ns}")
+
+
+def i386_syscall_source(nr: int, *args: int | bytes) -> str:
+    """Python source that makes one i386 syscall (x86-64 only) through the
+    32-bit gate, int 0x80, from a 64-bit process, and prints what it
+    returned (a negative errno on failure). Up to four arguments, in ebx,
+    ecx, edx and esi; bytes are passed as NUL-terminated strings placed
+    below 4 GiB, where a 32-bit pointer reaches."""
+    return (
+        "import ctypes, mmap, struct\n"
+        "m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40,\n"  # MAP_32BIT
+        "              prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+        "base = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+        "regs, at = [], 2048\n"
+        f"for a in {list(args)!r}:\n"
+        "    if isinstance(a, bytes):\n"
+        "        m[at:at + len(a)] = a\n"
+        "        regs.append(base + at)\n"
+        "        at += len(a) + 1\n"
+        "    else:\n"
+        "        regs.append(a)\n"
+        "regs += [0] * (4 - len(regs))\n"
+        "# push rbx; mov eax, NR; mov ebx/ecx/edx/esi, ARG; int 0x80; pop rbx; ret\n"
+        f"code = b'\\x53\\xb8' + struct.pack('<I', {nr})\n"
+        "for op, value in zip(b'\\xbb\\xb9\\xba\\xbe', regs):\n"
+        "    code += bytes([op]) + struct.pack('<I', value & 0xFFFFFFFF)\n"
+        "m[0:len(code) + 4] = code + b'\\xcd\\x80\\x5b\\xc3'\n"
+        "print(ctypes.CFUNCTYPE(ctypes.c_int)(base)())\n"
+    )

@@ -192,12 +192,13 @@ REFUSED = {"mq_open": errno.ENOSYS}
 REFUSED_WITHOUT_SOCKETS = {"socket": errno.EACCES, "socketpair": errno.EACCES, "io_uring_setup": errno.ENOSYS}
 
 
-def _seccomp_filter(refused, foreign_allowed):
+def _seccomp_filter(refused):
     """A seccomp program (a ctypes sock_fprog): each syscall named in
-    `refused` fails with its errno on x86-64 (x32 included) and aarch64.
-    Syscalls of any other architecture (32-bit ones, through int 0x80 on
-    x86-64) pass if `foreign_allowed`, else fail with ENOSYS: their numbers
-    differ, and i386 reaches sockets through socketcall too."""
+    `refused` fails with its errno on x86-64 (x32 included) and aarch64;
+    every syscall of any other architecture (32-bit ones, through int 0x80
+    on x86-64) fails with ENOSYS: a filter by number cannot hold them, as
+    their numbers differ (i386's mq_open is 277, and it reaches sockets
+    through socketcall too)."""
     import ctypes
 
     def op(code, k, jt=0, jf=0):
@@ -217,7 +218,7 @@ def _seccomp_filter(refused, foreign_allowed):
 
     x86 = [op(ld_abs, 0), op(and_k, ~X32_BIT & 0xFFFFFFFF)] + checks(AUDIT_ARCH_X86_64)
     arm = [op(ld_abs, 0)] + checks(AUDIT_ARCH_AARCH64)
-    other = [op(ret, allow) if foreign_allowed else fail(errno.ENOSYS)]
+    other = [fail(errno.ENOSYS)]
     prog = b"".join(
         [
             op(ld_abs, 4),  # seccomp_data.arch
@@ -241,8 +242,7 @@ _FILTERS: dict = {}
 
 def _filter(sockets):
     if sockets not in _FILTERS:
-        refused = REFUSED if sockets else {**REFUSED, **REFUSED_WITHOUT_SOCKETS}
-        _FILTERS[sockets] = _seccomp_filter(refused, foreign_allowed=sockets)
+        _FILTERS[sockets] = _seccomp_filter(REFUSED if sockets else {**REFUSED, **REFUSED_WITHOUT_SOCKETS})
     return _FILTERS[sockets]
 
 
@@ -256,18 +256,20 @@ def prepare():
 def install_seccomp(sockets):
     """The agent's syscall filter, for it and everything it starts.
 
-    Always: mq_open fails with ENOSYS. A POSIX message queue outlives its
+    Always: mq_open fails with ENOSYS, and so does every 32-bit syscall
+    (which nothing in a sandbox makes). A POSIX message queue outlives its
     maker in the sandbox's IPC namespace, so a pooled sandbox would carry
     it to the next lease; gVisor (this release) neither mounts the mqueue
-    filesystem that lists them nor enforces RLIMIT_MSGQUEUE, so no reset
-    could find or forbid them there. Refused on every backend alike. (SysV
-    IPC is removed by the pool's reset.)
+    filesystem that lists them nor enforces RLIMIT_MSGQUEUE, and no local
+    sandbox mounts it, so no reset could find or forbid them there.
+    Refused on every backend alike. (SysV IPC is removed by the pool's
+    reset.)
 
     Without `sockets` (the spec's network "no-sockets"): no socket can be
     made at all (socket and socketpair fail with EACCES, io_uring with
-    ENOSYS, and so does every 32-bit syscall). Such a sandbox has no use
-    for a network namespace of its own, so the local runtime makes it none
-    (for the kernel, the costliest part of a new sandbox).
+    ENOSYS). Such a sandbox has no use for a network namespace of its own,
+    so the local runtime makes it none (for the kernel, the costliest part
+    of a new sandbox).
     """
     import ctypes
 

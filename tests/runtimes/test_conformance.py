@@ -28,7 +28,7 @@ from sandgym.runtimes.k8s import OWNER_LABEL as K8S_OWNER_LABEL
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import payload_for, run_in_sandbox, verifier_spec, verify
 from tests.code_function.test_security import ADD, SEARCH, secret_task
-from tests.helpers import agent_host_pid, make_task
+from tests.helpers import agent_host_pid, i386_syscall_source, make_task
 
 BACKENDS = [
     "local",
@@ -131,8 +131,9 @@ def test_network_is_isolated(rt):
 # io_uring (whose requests make sockets unseen by a syscall filter) and, on
 # x86-64, the 32-bit gate (int 0x80 with i386's socket, 359, in a child of
 # its own, in case the backend kills a process for trying).
-SOCKET_PROBE = r"""
-import ctypes, errno, json, mmap, platform, socket, subprocess, sys
+SOCKET_PROBE = f"GATE = {i386_syscall_source(359, 1, 1, 0)!r}\n" + (
+    r"""
+import ctypes, errno, json, platform, socket, subprocess, sys
 out = {}
 kinds = {
     "inet": (socket.AF_INET, socket.SOCK_STREAM), "inet6": (socket.AF_INET6, socket.SOCK_DGRAM),
@@ -155,18 +156,12 @@ params = ctypes.create_string_buffer(120)
 fd = libc.syscall(425, 8, params)
 out["io_uring"] = "made" if fd >= 0 else ctypes.get_errno()
 if platform.machine() == "x86_64":
-    gate = (
-        "import ctypes, mmap\n"
-        "code = bytes.fromhex('53b867010000bb01000000b90100000031d2cd805bc3')\n"
-        "m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
-        "m.write(code)\n"
-        "print(ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))())\n"
-    )
-    r = subprocess.run([sys.executable, "-c", gate], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", GATE], capture_output=True, text=True)
     ret = int(r.stdout) if r.returncode == 0 and r.stdout.strip() else None
     out["i386"] = "made" if ret is not None and ret >= 0 else (-ret if ret is not None else "died")
 print(json.dumps(out))
 """
+)
 
 
 def test_a_sandbox_without_sockets_can_make_none(rt):
@@ -181,10 +176,21 @@ def test_a_sandbox_without_sockets_can_make_none(rt):
         assert got[name] == errno.EACCES, (name, got)
     assert got["io_uring"] == errno.ENOSYS
     assert got.get("i386", errno.ENOSYS) in (errno.ENOSYS, "died"), got
-    # The probe can tell: the same attempts succeed in a plain sandbox (the
-    # 32-bit gate too, but under gVisor, which runs no 32-bit syscall).
+    # The probe can tell: the same attempts succeed in a plain sandbox.
     assert control["inet"] == control["unix"] == control["pair"] == "made", control
-    assert control.get("i386", "made") in ("made", errno.ENOSYS), control
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the 32-bit gate (int 0x80) is x86-64's")
+def test_32_bit_syscalls_fail_in_every_sandbox(rt):
+    """i386's syscall numbers differ from x86-64's (its mq_open is 277, and
+    it reaches sockets through socketcall), so the agent's filter, which
+    refuses by number, refuses every 32-bit syscall there is."""
+    getpid = i386_syscall_source(20)
+    outside = subprocess.run([sys.executable, "-c", getpid], capture_output=True, text=True, check=True)
+    assert int(outside.stdout) > 0  # the gate works out here: a process id
+    with rt.create() as sb:
+        inside = sb.exec(["python3", "-c", getpid])
+    assert inside.stdout == b"-38\n", inside
 
 
 def test_closed_sandboxes_leave_nothing(rt):

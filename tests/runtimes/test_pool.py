@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import ast
+import ctypes
+import os
+import platform
+import subprocess
+import sys
 import time
 
 import pytest
 
 from sandgym.runtimes import get_runtime
 from sandgym.runtimes.pool import SandboxPool
+from tests.helpers import i386_syscall_source
 
 BACKENDS = [
     "local",
@@ -140,6 +146,7 @@ else:
         ("msg", lambda: libc.msgget(KEYS["msg"], 0)),
         ("sem", lambda: libc.semget(KEYS["sem"], 0, 0)),
         ("mq", lambda: mq_open(b"/left-in-mq", os.O_RDONLY, 0, None)),
+        ("mq32", lambda: mq_open(b"/left-in-mq32", os.O_RDONLY, 0, None)),
     ] if get() >= 0]
     for kind in ("shm", "msg", "sem"):
         try:
@@ -150,14 +157,31 @@ else:
 """
 
 
+def made_outside_through_the_gate() -> bool:
+    """Whether this host's kernel makes a POSIX message queue for an i386
+    mq_open through int 0x80 (the queue is removed again)."""
+    name = f"sandgym-test-{os.getpid()}"
+    source = i386_syscall_source(277, name.encode(), 0o102, 0o600, 0)
+    out = subprocess.run([sys.executable, "-c", source], capture_output=True, text=True, check=True).stdout
+    librt = ctypes.CDLL("librt.so.1", use_errno=True)
+    librt.mq_unlink(f"/{name}".encode())
+    return int(out) >= 0
+
+
 def test_ipc_objects_do_not_survive_a_reset(rt):
     """SysV shared memory, message queues and semaphores live in the
     sandbox's IPC namespace, not in any process: a reused sandbox must not
-    hand them to the next lease. POSIX message queues cannot be made at all."""
+    hand them to the next lease. POSIX message queues cannot be made at all,
+    not even through the 32-bit gate, where mq_open has another number."""
     with SandboxPool(rt, size=1) as pool:
         sb = pool.acquire()
         made = sb.exec(["python3", "-c", IPC, "make"])
         assert made.stdout == b"True -1 Function not implemented\n", made
+        if platform.machine() == "x86_64":
+            # (the raw syscall takes the name without glibc's leading slash)
+            gate = sb.exec(["python3", "-c", i386_syscall_source(277, b"left-in-mq32", 0o102, 0o600, 0)])
+            assert gate.stdout == b"-38\n", gate
+            assert made_outside_through_the_gate()
         # (the look itself works: it sees what this lease made)
         assert set(ast.literal_eval(sb.exec(["python3", "-c", IPC, "look"]).text())) == {"shm", "msg", "sem"}
         pool.release(sb, reuse=True)
