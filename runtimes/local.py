@@ -519,16 +519,16 @@ class LocalRuntime(Runtime):
         while it sets up and reads its `ready` first (a failed start fails
         that request)."""
         z = self._get_zygote()
+        config = agent_config(spec)
         nest = {
             "workdir": spec.workdir,
             "disk_bytes": spec.disk_mb * 1024 * 1024,
             "binds": binds,
             "hide": [str(Path(STAGE_IN_ZYGOTE).parent)],
-            # A sandbox that can make no socket has no use for a network
-            # namespace of its own: it stays in the zygote's.
-            "own_network": spec.network != "no-sockets",
+            # A sandbox whose agent's filter refuses every socket has no use
+            # for a network namespace of its own: it stays in the zygote's.
+            "own_network": config["sockets"],
         }
-        config = agent_config(spec)
         # Modules the zygote imports once for every sandbox, from the folders
         # it binds (by target: each bind is one of the spec's mounts).
         wanted = {m.target: list(m.preload) for m in spec.mounts if m.preload}
