@@ -21,11 +21,11 @@ K8S_ISOLATION = {"runc": "runc", "gvisor": "runsc", "kata": "kata"}
 def get_runtime(name: str) -> Runtime:
     """A runtime by name; the error lists the choices."""
     if name == "local":
-        from .local import LocalRuntime
+        from .local.runtime import LocalRuntime
 
         return LocalRuntime()
     if name == "docker" or name.startswith("docker:"):
-        from .docker import DockerRuntime
+        from .docker.runtime import DockerRuntime
 
         oci = name.split(":", 1)[1] if ":" in name else "runc"
         if oci not in ("runc", "runsc", "kata"):
@@ -34,12 +34,12 @@ def get_runtime(name: str) -> Runtime:
     if name == "jail":
         # Sandboxes made of what Docker's default profile allows: the backend
         # of the OpenEnv server image (run with a plain `docker run`), not of
-        # a host (see jail.py).
-        from .jail import JailRuntime
+        # a host (see jail/runtime.py).
+        from .jail.runtime import JailRuntime
 
         return JailRuntime()
     if name == "k8s" or name.startswith("k8s:"):
-        from .k8s import KubernetesRuntime
+        from .k8s.runtime import KubernetesRuntime
 
         kind = name.split(":", 1)[1] if ":" in name else "runc"
         if kind not in K8S_ISOLATION:

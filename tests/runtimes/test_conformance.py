@@ -22,9 +22,10 @@ import time
 import pytest
 
 from sandgym.runtimes import RuntimeUnavailable, SandboxError, SandboxSpec, get_runtime
-from sandgym.runtimes.docker import OWNER_LABEL, DockerRuntime, reap
-from sandgym.runtimes.k8s import NODE_ENV as K8S_NODE_ENV
-from sandgym.runtimes.k8s import OWNER_LABEL as K8S_OWNER_LABEL
+from sandgym.runtimes.docker.leaks import reap
+from sandgym.runtimes.docker.runtime import OWNER_LABEL, DockerRuntime
+from sandgym.runtimes.k8s.pods import OWNER_LABEL as K8S_OWNER_LABEL
+from sandgym.runtimes.k8s.runtime import NODE_ENV as K8S_NODE_ENV
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import payload_for, run_in_sandbox, verifier_spec, verify
 from tests.code_function.test_security import ADD, SEARCH, secret_task
@@ -60,7 +61,8 @@ def sandgym_sandboxes() -> set[str]:
     if os.environ.get(K8S_NODE_ENV):
         from kubernetes import client
 
-        from sandgym.runtimes.k8s import DEFAULT_NAMESPACE, load_client
+        from sandgym.runtimes.k8s.api import load_client
+        from sandgym.runtimes.k8s.runtime import DEFAULT_NAMESPACE
 
         core = client.CoreV1Api(load_client())
         pods = core.list_namespaced_pod(DEFAULT_NAMESPACE, label_selector=K8S_OWNER_LABEL).items
@@ -295,7 +297,7 @@ def test_attacks_fail_on_every_backend(rt, attack):
 def test_a_fork_bomb_leaves_the_sandbox_usable(rt):
     """The timeout kills the bomb, never the agent, and the sandbox serves on
     (under gVisor the host threads a bomb costs must fit the pids cgroup, or
-    the whole sandbox dies: runtimes/docker.py)."""
+    the whole sandbox dies: runtimes/gvisor.py)."""
     with rt.create() as sb:
         bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n"
         assert sb.exec(["python3", "-c", bomb], timeout=5).timed_out
@@ -360,7 +362,7 @@ def test_a_last_job_runs_in_the_agent_and_ends_the_sandbox(rt):
     sys.stderr captured and capped; afterwards the sandbox takes no command.
     A local sandbox (a zygote's) ends as the job's reply goes out, before
     close()."""
-    from sandgym.runtimes.local import pid_alive
+    from sandgym.runtimes.host_processes import pid_alive
 
     with rt.create() as sb:
         agent = agent_host_pid(rt, sb) if rt.name == "local" else None
@@ -393,7 +395,7 @@ def test_a_last_job_out_of_time_ends_the_sandbox(rt):
     """The agent cannot time out a job it runs itself: the host stops waiting
     after the timeout (and a short grace), reports it timed out and ends the
     sandbox, leaving nothing behind."""
-    from sandgym.runtimes.local import pid_alive
+    from sandgym.runtimes.host_processes import pid_alive
 
     before = sandgym_sandboxes()
     sb = rt.create()
@@ -693,7 +695,7 @@ def _mine(**labels: str) -> dict[str, dict]:
     """This process's containers: name -> labels (one listing call, so none vanishes half-way)."""
     import docker
 
-    from sandgym.runtimes.docker import owner_label
+    from sandgym.runtimes.docker.runtime import owner_label
 
     filters = [f"{OWNER_LABEL}={owner_label()}", *(f"{k}={v}" for k, v in labels.items())]
     listed = docker.from_env().api.containers(all=True, filters={"label": filters})
@@ -702,7 +704,7 @@ def _mine(**labels: str) -> dict[str, dict]:
 
 @pytest.mark.docker
 def test_the_stock_hands_each_container_out_once_and_close_leaves_nothing():
-    from sandgym.runtimes.docker import STOCK_LABEL
+    from sandgym.runtimes.docker.runtime import STOCK_LABEL
 
     rt = DockerRuntime(prestart=2)
     spec = SandboxSpec(labels={"role": "stock-test"})
@@ -741,7 +743,7 @@ def test_a_stocked_sandbox_keeps_the_specs_lifetime():
         rt.create(spec).close()
         _wait_until(lambda: rt.stocked() >= 1, "a stocked container")
         sb = rt.create(spec)
-        from sandgym.runtimes.docker import STOCK_LABEL
+        from sandgym.runtimes.docker.runtime import STOCK_LABEL
 
         assert _mine()[sb.info.id].get(STOCK_LABEL) == "1"  # its agent would live 63 s
         assert sb.exec(["true"]).exit_code == 0
@@ -786,7 +788,7 @@ def test_a_stocked_container_never_holds_a_replaced_mount(tmp_path):
 
 
 def test_bad_prestart_values(monkeypatch):
-    from sandgym.runtimes.docker import PRESTART_ENV, prestart_setting
+    from sandgym.runtimes.docker.runtime import PRESTART_ENV, prestart_setting
 
     monkeypatch.setenv(PRESTART_ENV, "many")
     with pytest.raises(ValueError, match=f"{PRESTART_ENV}='many'"):
@@ -802,7 +804,7 @@ def test_sigkill_then_gc_removes_the_stock():
     script = textwrap.dedent("""
         import time
         from sandgym.runtimes import SandboxSpec
-        from sandgym.runtimes.docker import DockerRuntime
+        from sandgym.runtimes.docker.runtime import DockerRuntime
         rt = DockerRuntime(prestart=2)
         for _ in range(2):
             rt.create(SandboxSpec()).close()
@@ -811,7 +813,7 @@ def test_sigkill_then_gc_removes_the_stock():
         print("ready", flush=True)
         time.sleep(600)
     """)
-    from sandgym.runtimes.docker import STOCK_LABEL
+    from sandgym.runtimes.docker.runtime import STOCK_LABEL
 
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
@@ -834,7 +836,7 @@ def test_the_stock_and_pending_removals_are_gone_at_exit():
     script = textwrap.dedent("""
         import time
         from sandgym.runtimes import SandboxSpec
-        from sandgym.runtimes.docker import DockerRuntime
+        from sandgym.runtimes.docker.runtime import DockerRuntime
         rt = DockerRuntime(prestart=2)
         used = []
         for _ in range(2):

@@ -24,19 +24,19 @@ import shutil
 import threading
 from typing import TYPE_CHECKING
 
-from .base import Mount, Runtime, RuntimeUnavailable, Sandbox, SandboxError, SandboxSpec
-from .browser import (
+from ..base import Mount, Runtime, RuntimeUnavailable, Sandbox, SandboxError, SandboxSpec
+from ..browser import (
     LAUNCHER_DIR,
     MARKER_ENV,
     AppSpec,
     BrowserLimits,
     BrowserSandbox,
 )
-from .cgroups import oom_kills_of
-from .local import environs
+from ..cgroups import oom_kills_of
+from ..host_processes import environs
 
 if TYPE_CHECKING:
-    from .docker import DockerRuntime
+    from .runtime import DockerRuntime
 
 APP_UID = 1001
 BROWSER_UID = 1000
