@@ -23,7 +23,7 @@ Isolation = Literal["namespaces", "runc", "runsc", "kata"]
 # "none": no network but the sandbox's own loopback. "no-sockets": no socket
 # can be made at all (a syscall filter, on every backend), which lets the
 # local runtime skip the sandbox's own network namespace (see install_seccomp
-# in runtimes/agent/agent.py); for verifiers whose code needs no sockets.
+# in runtimes/boundary/agent.py); for verifiers whose code needs no sockets.
 Network = Literal["none", "loopback", "no-sockets"]
 
 WORKDIR = "/workspace"

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .base import Runtime, SandboxError
 from .host_processes import kill_marked
-from .staging import stage_bytes, stage_dir, staging_root
+from .staging import BOUNDARY_DIR, stage_bytes, stage_dir, staging_root
 from .tempdirs import owned_tempdir
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
@@ -336,7 +336,7 @@ class BrowserSandbox:
     def _app_mounts(self) -> list[tuple[str, str, bool]]:
         """(host path, sandbox path, read-only) of what every backend mounts."""
         return [
-            (str(stage_dir(Path(__file__).parent / "browser_sandbox")), LAUNCHER_DIR, True),
+            (str(stage_dir(BOUNDARY_DIR, ("launcher.py",))), LAUNCHER_DIR, True),
             (str(self.app.source_dir), APP_DIR, True),
             (str(staged_site_packages()), str(Path(SITE_ZIP).parent), True),
             (str(self.state_dir), STATE_IN_SANDBOX, False),

@@ -22,6 +22,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+# The runtimes' in-sandbox code (agent, launchers): the source of what
+# backends stage for their sandboxes.
+BOUNDARY_DIR = Path(__file__).parent / "boundary"
+
 _lock = threading.Lock()
 _staged: dict[str, Path] = {}
 _seen_dirs: dict[tuple, Path] = {}

@@ -29,9 +29,8 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..agent_client import AGENT_DIR, AgentChannel, AgentSandbox, agent_config
+from ..agent_client import AGENT_DIR, AGENT_FILES, AgentChannel, AgentSandbox, agent_config
 from ..base import (
     Runtime,
     RuntimeUnavailable,
@@ -41,7 +40,7 @@ from ..base import (
 )
 from ..gvisor import RUNSC_MAX_PIDS, runsc_host_tasks
 from ..images import default_image, docker_client, image_exists, image_for
-from ..staging import stage_dir
+from ..staging import BOUNDARY_DIR, stage_dir
 from ..stock import STOCK_MAX_IDLE_S, Stock, waiting
 from ..stock import prestart_setting as stock_setting
 
@@ -102,7 +101,7 @@ class DockerRuntime(Runtime):
                 f"image {self.image} is missing: run `sandgym images build` (debootstrap, no registry)"
             )
         self._present = {self.image}  # images known to exist
-        self.agent_dir = stage_dir(Path(__file__).parent.parent / "agent")
+        self.agent_dir = stage_dir(BOUNDARY_DIR, AGENT_FILES)
         # Containers outlive their maker unless removed: whatever is still
         # open at close() or at interpreter exit is removed then (after a
         # SIGKILL, `sandgym gc` finds them by label).

@@ -29,12 +29,12 @@ import threading
 import time
 import uuid
 import weakref
-from pathlib import Path
 
 from ..agent_client import AgentChannel, AgentSandbox, agent_config
 from ..base import Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec
 from ..gvisor import RUNSC_MAX_PIDS
 from ..images import default_image, image_for
+from ..staging import BOUNDARY_DIR
 from .api import (
     api_message,
     container_running,
@@ -55,7 +55,7 @@ REGISTRY_ENV = "SANDGYM_K8S_REGISTRY"  # where the nodes pull sandgym's images f
 DEFAULT_NAMESPACE = "sandgym"
 # isolation -> RuntimeClass name looked up on the cluster (None: the node's default, runc).
 RUNTIME_CLASSES = {"runc": None, "runsc": "gvisor", "kata": "kata"}
-AGENT_SOURCE = Path(__file__).parent.parent / "agent" / "agent.py"
+AGENT_SOURCE = BOUNDARY_DIR / "agent.py"
 
 
 class _AttachBridge:

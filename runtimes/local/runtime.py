@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..agent_client import AGENT_DIR, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
+from ..agent_client import AGENT_DIR, AGENT_FILES, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
 from ..base import (
     ETC_ALLOWED,
     WORKDIR,
@@ -38,7 +38,7 @@ from ..base import (
     SandboxSpec,
 )
 from ..host_processes import environs, kill_tree
-from ..staging import stage_dir, stage_files, staging_root
+from ..staging import BOUNDARY_DIR, stage_dir, stage_files, staging_root
 from ..stock import STOCK_MAX_IDLE_S, Stock, prestart_setting, waiting
 from .bwrap import host_root_args
 
@@ -216,7 +216,7 @@ class _Spawned:
 class LocalRuntime(Runtime):
     """Sandboxes from Linux namespaces on this machine.
 
-    By default new sandboxes are forked from a zygote (see agent/nest.py):
+    By default new sandboxes are forked from a zygote (see boundary/nest.py):
     one bubblewrap sandbox whose pristine agent forks a fresh set of
     namespaces per sandbox. `zygote=False`, or a spec whose mounts the
     zygote cannot provide, starts a bubblewrap process per sandbox.
@@ -252,7 +252,7 @@ class LocalRuntime(Runtime):
             if not shutil.which("setpriv"):
                 raise RuntimeUnavailable("runtime 'local' as root needs setpriv: run `apt-get install util-linux`")
             self.drop_to = (uid, gid)
-        self.agent_dir = stage_dir(Path(__file__).parent.parent / "agent")
+        self.agent_dir = stage_dir(BOUNDARY_DIR, AGENT_FILES)
         self.etc_dir = stage_files(
             "etc",
             {
