@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from .backends import BACKENDS, backend_of, load
 from .base import Runtime, SandboxError
 from .host_processes import kill_marked
 from .staging import BOUNDARY_DIR, stage_bytes, stage_dir, staging_root
@@ -458,25 +459,23 @@ class BrowserSandbox:
 
 
 def open_browser_sandbox(runtime: str | Runtime, app: AppSpec, limits: BrowserLimits | None = None) -> BrowserSandbox:
-    """A browser sandbox on `runtime` (a name or a Runtime; its limits default to BrowserLimits())."""
+    """A browser sandbox on `runtime`: a Runtime, or the name of one whose
+    browser sandbox needs no Runtime object (local). Its limits default to
+    BrowserLimits(). The backend table (backends.py) says which class."""
     name = runtime if isinstance(runtime, str) else runtime.name
-    if name == "local":
-        from .local.browser import LocalBrowserSandbox
-
-        drop_to = None if isinstance(runtime, str) else getattr(runtime, "drop_to", None)
-        return LocalBrowserSandbox(app, drop_to=drop_to, limits=limits)
-    if name == "docker" and not isinstance(runtime, str):
-        from .docker.browser import ContainerBrowserSandbox
-
-        return ContainerBrowserSandbox(app, runtime, limits=limits)
-    if name == "k8s" and not isinstance(runtime, str):
-        from .k8s.browser import PodBrowserSandbox
-
-        return PodBrowserSandbox(app, runtime, limits=limits)
-    raise ValueError(
-        f"runtime {name!r} cannot run the browser envs; supported: {', '.join(BROWSER_RUNTIMES)} "
-        "(pass a Runtime object or one of these names)"
-    )
+    backend = backend_of(name) if isinstance(runtime, str) else BACKENDS.get(name)
+    if (
+        backend is None
+        or backend.browser is None
+        or (isinstance(runtime, str) and name not in backend.browser_variants)
+    ):
+        raise ValueError(
+            f"runtime {name!r} cannot run the browser envs; supported: {', '.join(BROWSER_RUNTIMES)} "
+            "(pass a Runtime object or one of these names)"
+        )
+    cls = load(backend.browser)
+    return cls(app, None if isinstance(runtime, str) else runtime, limits)
 
 
-BROWSER_RUNTIMES: Sequence[str] = ("local", "docker", "docker:runsc", "k8s", "k8s:gvisor")
+# The runtime names whose sandboxes run the browser envs.
+BROWSER_RUNTIMES: Sequence[str] = tuple(n for b in BACKENDS.values() for n in b.browser_variants)

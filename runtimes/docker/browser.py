@@ -54,9 +54,9 @@ class ContainerBrowserSandbox(BrowserSandbox):
     # Docker's /dev/shm is 64 MB; Chromium's shared memory goes to /tmp (the limit's tmpfs).
     extra_args = ("--disable-dev-shm-usage",)
 
-    def __init__(self, app: AppSpec, runtime: Runtime, limits: BrowserLimits | None = None):
-        if runtime.name != "docker":
-            raise ValueError(f"ContainerBrowserSandbox needs a docker runtime, not {runtime.name!r}")
+    def __init__(self, app: AppSpec, runtime: Runtime | None, limits: BrowserLimits | None = None):
+        if runtime is None or runtime.name != "docker":
+            raise ValueError(f"ContainerBrowserSandbox needs a docker Runtime object (get_runtime), not {runtime!r}")
         docker_cli = shutil.which("docker")
         if not docker_cli:
             raise RuntimeUnavailable("the browser on docker needs the docker CLI: run scripts/setup.sh")

@@ -3,12 +3,38 @@ whose owner process is gone or whose expiry passed."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import time
 
+from ..base import RuntimeUnavailable, SandboxError
 from ..images import docker_client
+from ..leaks import Leaks
 from .runtime import EXPIRES_LABEL, OWNER_LABEL
+
+ATTEMPTS = 3  # a container that went away while listed fails the listing: list again
+
+
+def collect(include_live: bool = False, owner: int | None = None) -> list[Leaks]:
+    """Sandbox containers whose owner is gone or whose expiry passed (or
+    every one, with include_live). Containers carry their owner too, but
+    are collected by liveness only: nothing, given `owner`."""
+    if owner is not None:
+        return []
+    if importlib.util.find_spec("docker") is None:
+        raise RuntimeUnavailable("the docker SDK is not installed")
+    for attempt in range(ATTEMPTS):
+        try:
+            return [Leaks("sandbox container", reap(include_live_owners=include_live))]
+        except RuntimeUnavailable:
+            raise
+        except Exception as e:  # the Engine's errors are of several kinds
+            if attempt == ATTEMPTS - 1:
+                raise SandboxError(
+                    f"docker: could not list sandgym's containers ({' '.join(str(e).split())[:300]}); try again"
+                ) from e
+    return []
 
 
 def reap(include_live_owners: bool = False) -> list[str]:

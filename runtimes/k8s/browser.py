@@ -127,9 +127,9 @@ print(-1)
 class PodBrowserSandbox(BrowserSandbox):
     chromium_sandbox = False
 
-    def __init__(self, app: AppSpec, runtime: Runtime, limits: BrowserLimits | None = None):
-        if runtime.name != "k8s":
-            raise ValueError(f"PodBrowserSandbox needs a k8s runtime, not {runtime.name!r}")
+    def __init__(self, app: AppSpec, runtime: Runtime | None, limits: BrowserLimits | None = None):
+        if runtime is None or runtime.name != "k8s":
+            raise ValueError(f"PodBrowserSandbox needs a k8s Runtime object (get_runtime), not {runtime!r}")
         self.runtime: KubernetesRuntime = runtime  # type: ignore[assignment]
         # The state folder on the host is a staging area owned by this process:
         # what is in it reaches the pod by push_state().

@@ -5,11 +5,24 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from ..base import RuntimeUnavailable
+from ..leaks import Leaks
 from .api import api_message, kubernetes_client, load_client
 from .pods import EXPIRES_LABEL, OWNER_LABEL, owner_label
 from .runtime import DEFAULT_NAMESPACE, NAMESPACE_ENV
+
+
+def collect(include_live: bool = False, owner: int | None = None) -> list[Leaks]:
+    """Sandbox pods whose owner is gone or whose expiry passed (or every one,
+    with include_live), when a cluster is configured (a kubeconfig, or
+    inside a pod). Pods carry their owner too, but are collected by
+    liveness only: nothing, given `owner`."""
+    configured = os.environ.get("KUBECONFIG") or os.environ.get("KUBERNETES_SERVICE_HOST")
+    if owner is not None or not (configured or Path("~/.kube/config").expanduser().exists()):
+        return []
+    return [Leaks("sandbox pod", reap(include_live_owners=include_live))]
 
 
 def reap(include_live_owners: bool = False, namespace: str | None = None, kubeconfig: str | None = None) -> list[str]:

@@ -18,7 +18,7 @@ import shutil
 import signal
 import time
 
-from ..base import ETC_ALLOWED, RuntimeUnavailable
+from ..base import ETC_ALLOWED, Runtime, RuntimeUnavailable
 from ..browser import (
     EXIT_GRACE_S,
     LAUNCHER_DIR,
@@ -50,7 +50,7 @@ class LocalBrowserSandbox(BrowserSandbox):
     files through /proc), and the state folder is an empty tmpfs in
     Chromium's view."""
 
-    def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, limits: BrowserLimits | None = None):
+    def __init__(self, app: AppSpec, runtime: Runtime | None = None, limits: BrowserLimits | None = None):
         bwrap = shutil.which("bwrap")
         if not bwrap:
             raise RuntimeUnavailable("the browser sandbox needs bubblewrap: run `apt-get install bubblewrap`")
@@ -61,6 +61,8 @@ class LocalBrowserSandbox(BrowserSandbox):
         if os.geteuid() == 0 and not shutil.which("setpriv"):
             raise RuntimeUnavailable("the browser sandbox as root needs setpriv: run `apt-get install util-linux`")
         self.bwrap = bwrap
+        # As root, the sandbox runs as the runtime's unprivileged user.
+        drop_to = getattr(runtime, "drop_to", None)
         self.drop_to = drop_to if drop_to is not None else default_drop_to()
         super().__init__(app, self.drop_to, limits)
         self.cgroup: Cgroup | None = None

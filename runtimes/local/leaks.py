@@ -6,7 +6,20 @@ from __future__ import annotations
 import os
 
 from ..host_processes import environ_of, kill_tree, mark_owner, owner_gone
+from ..leaks import Leaks
+from .browser import reap_cgroups
 from .runtime import AGENT_ARG, OWNER_ENV
+
+
+def collect(include_live: bool = False, owner: int | None = None) -> list[Leaks]:
+    """Local sandboxes and browser-sandbox cgroups whose owner is gone (or
+    any other process's, with include_live; or only `owner`'s)."""
+    killed = reap_sandboxes(include_live=include_live, owner=owner)
+    groups = reap_cgroups(include_live=include_live, owner_pid=owner)
+    return [
+        Leaks("orphaned local sandbox", [str(p) for p in killed], "killed"),
+        Leaks("browser cgroup", groups),
+    ]
 
 
 def reap_sandboxes(include_live: bool = False, owner: int | None = None) -> list[int]:
