@@ -1,6 +1,6 @@
 """The browser sandbox as a pod of the k8s runtimes (runc, or gVisor through its RuntimeClass).
 
-One pod per browser sandbox, hardened as the k8s runtime's are (pods.py) (the
+One pod per browser sandbox, hardened as the runtime's pods are (pods.py; the
 restricted Pod Security profile: non-root, read-only root, every
 capability dropped, no privilege escalation, seccomp RuntimeDefault, no
 service-account token; the owner/run/expiry labels `sandgym gc` reads; the
@@ -14,8 +14,8 @@ containers share the pod's loopback and nothing else:
   shareProcessNamespace the app's process is not in its view.
 
 Pods mount no host folders: the launcher, the app's source and its
-site-packages are copied in by the init container stager (as runtime.py does a
-spec's mounts) into volumes mounted read-only. The state folder is not
+site-packages are copied in by the init container stager (as runtime.py
+does a spec's mounts) into volumes mounted read-only. The state folder is not
 shared with the host either: `push_state` copies a database in (one exec,
 an atomic rename in the pod) and `pull_state` copies a consistent one out
 (SQLite's backup API run in the app container) before the verifier reads it.
