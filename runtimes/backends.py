@@ -22,7 +22,7 @@ class Backend:
     name: str  # its folder under runtimes/, and its runtime's `name`
     runtime: str  # "module:Class" of its Runtime
     # Runtime name -> the runtime class's one argument (its isolation), or
-    # None: the class takes none. The first name is the backend's default.
+    # None: the class takes none. The bare name is the backend's default.
     variants: Mapping[str, str | None]
     # "module:Class" of its BrowserSandbox subclass, made as
     # Class(app, runtime, limits); None: the browser envs do not run on it.
