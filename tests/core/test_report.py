@@ -21,7 +21,7 @@ from sandgym.outcomes import OUTCOME_NAMES
 from sandgym.policies import NullPolicy, OraclePolicy, ReplayPolicy
 from sandgym.report import PHASES, fmt_seconds, write_report
 from sandgym.runs import SUMMARY, TRAJECTORIES, RunError, load_run
-from sandgym.runtimes.local import LocalRuntime
+from sandgym.runtimes.local.runtime import LocalRuntime
 from sandgym.specs import TaskSet, TaskSetMeta
 from tests.helpers import make_task
 
