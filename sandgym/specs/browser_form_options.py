@@ -71,11 +71,12 @@ def register_miniwob() -> None:
 
     from sandgym.families import REGISTRATION, spec_kwargs
 
+    defaults = spec_kwargs(MiniWoBOptions)
     for task in miniwob_tasks():
         if miniwob_env_id(task) not in gymnasium.registry:
             gymnasium.register(
                 id=miniwob_env_id(task),
                 entry_point=MINIWOB_ENTRY_POINT,
-                kwargs=spec_kwargs(MiniWoBOptions, task=task),
+                kwargs={**defaults, "task": task},
                 **REGISTRATION,
             )
