@@ -35,7 +35,9 @@ class Family:
     spec_module: str  # defines VISIBLE, HIDDEN, PAIR, LIST_COLUMNS and list_row()
     default_task_set: str  # a folder under task_specs/<name>/
     image_recipe: str | None  # runtimes.images.RECIPES key; None: the family runs on the local runtime only
-    more_envs: str | None = None  # "module:function" that registers further env ids
+    # "module:function" that registers further env ids (`import sandgym` calls
+    # it: a module as light as the options model's, importing no env).
+    more_envs: str | None = None
     # "module:function(task, runtime) -> list of problems" that checks a task
     # directly; None: `sandgym tasks validate` plays oracle and null episodes.
     validator: str | None = None
