@@ -17,12 +17,10 @@ from pydantic import BaseModel, ValidationError
 
 from sandgym.errors import SandgymError
 from sandgym.specs import TaskSet
+from sandgym.specs.options import DEFAULT_MAX_ACTION_CHARS as DEFAULT_MAX_ACTION_CHARS  # re-exported
 from sandgym.verifiers.models import Verdict
 
 Action = str | dict[str, Any]
-# The longest action an env takes by default (its `max_action_chars` option):
-# a policy that sends more has the episode end as `failed`, saying so.
-DEFAULT_MAX_ACTION_CHARS = 1 << 20
 
 
 class EnvOptionError(SandgymError, ValueError):
@@ -34,8 +32,9 @@ _Options = TypeVar("_Options", bound=BaseModel)
 
 
 def check_options(model: type[_Options], **values: Any) -> _Options:
-    """`values` validated by `model` (a pydantic model of the env's options,
-    strict: "abc" is no number, 1 no bool), or EnvOptionError in one line."""
+    """`values` validated by `model` (the env's options model, an
+    `EnvOptions` of `sandgym/specs/<family>_options.py`, strict: "abc" is no
+    number, 1 no bool), or EnvOptionError in one line."""
     try:
         return model.model_validate(values)
     except ValidationError as e:

@@ -69,17 +69,13 @@ class SandgymAction(Action):
 
 class SandgymObservation(Observation):
     """What the env returned: its observation, `done` and `reward` from the
-    step, and the fields of its `info` (further `info` keys, if an env adds
-    any, are in `metadata["info"]`; further observation keys in
-    `metadata["observation"]`)."""
+    step, and the `info` fields shared by every family. The rest of `info`
+    (an env's own keys, such as its step count and limit) is in
+    `metadata["info"]`; further observation keys in `metadata["observation"]`."""
 
     task: str = Field(default="", description="The task as the agent sees it.")
     feedback: str = Field(default="", description="Feedback on the last action (empty after reset).")
     task_id: str | None = Field(default=None, description="Id of the task of this episode.")
-    mode: str | None = Field(default=None, description="single | multi")
-    turn: int = Field(default=0, description="Actions taken in this episode.")
-    max_turns: int = Field(default=0, description="Actions allowed in this episode.")
-    tool: str | None = Field(default=None, description="What the last action did: run | submit | invalid.")
     outcome: str | None = Field(
         default=None,
         description="After the final step: passed | failed | timeout | env_error | not_executed | violation.",

@@ -9,15 +9,16 @@ on a family's name; the table itself imports none of them.
 
 Gymnasium 1.x loads no entry-point plugins: `import sandgym` registers the
 envs, and `gymnasium.make("sandgym:sandgym/CodeFunction-v0")` imports
-sandgym itself before looking the id up. Registering imports each env's
-class, once, to list its constructor's defaults in the spec
-(`gymnasium.spec(id).kwargs`).
+sandgym itself before looking the id up. As in Gymnasium's own table, an
+env is registered by its entry point's import string: registering imports
+no env, verifier or runtime, only each family's options model (a small
+pydantic model in `sandgym/specs/<name>_options.py`), whose defaults are
+the spec's kwargs (`gymnasium.spec(id).kwargs`).
 """
 
 from __future__ import annotations
 
 import importlib
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ import gymnasium
 from sandgym.errors import SandgymError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Family:
     name: str
     env_id: str
@@ -34,7 +35,9 @@ class Family:
     spec_module: str  # defines VISIBLE, HIDDEN, PAIR, LIST_COLUMNS and list_row()
     default_task_set: str  # a folder under task_specs/<name>/
     image_recipe: str | None  # runtimes.images.RECIPES key; None: the family runs on the local runtime only
-    more_envs: str | None = None  # "module:function" that registers further env ids
+    # "module:function" that registers further env ids (`import sandgym` calls
+    # it: a module as light as the options model's, importing no env).
+    more_envs: str | None = None
     # "module:function(task, runtime) -> list of problems" that checks a task
     # directly; None: `sandgym tasks validate` plays oracle and null episodes.
     validator: str | None = None
@@ -47,6 +50,20 @@ class Family:
     # "module:function(task_set, out: Path, options: dict) -> str"), for
     # `sandgym tasks export --format NAME` (the function returns a summary line).
     exporters: tuple[tuple[str, str], ...] = ()
+    # -- registration and trainer hooks --------------------------------------
+    # "module:Class": the env's options model (an EnvOptions subclass, in a
+    # module that imports only pydantic: `import sandgym` loads it); its
+    # defaults are the registered spec's kwargs (`spec_kwargs`).
+    options: str
+    # "module:function(task) -> str": the single-turn prompt of a task, for
+    # trainers' dataset rows (`sandgym.adapters.trainers`); None: no
+    # single-turn trainer reward for this family.
+    trainer_prompt: str | None = None
+    # "module:function(task, completion: str, runtime, retries: int) -> Verdict":
+    # judges one completion with no episode, as the env judges a single-turn
+    # one (a verdict with no attempts: nothing in it to verify, no sandbox
+    # started); the reward of `sandgym.adapters.trainers`.
+    trainer_reward: str | None = None
     # Eval-run outputs (sandgym.predictions, sandgym.report).
     # "module:function(records, task_ids, kind, model) -> dict | None": the
     # family's benchmark report of a `sandgym eval --predictions/--samples`
@@ -70,6 +87,9 @@ FAMILIES: dict[str, Family] = {
             image_recipe="python",
             validator="sandgym.verifiers.code_function.host:validate_task",
             predictions="sandgym.envs.code_function.humaneval:verify_sample",
+            options="sandgym.specs.code_function_options:CodeFunctionOptions",
+            trainer_prompt="sandgym.envs.code_function.trainer:prompt",
+            trainer_reward="sandgym.envs.code_function.trainer:judge",
         ),
         Family(
             name="swe_repo",
@@ -80,6 +100,7 @@ FAMILIES: dict[str, Family] = {
             image_recipe="python-git",
             predictions="sandgym.envs.swe_repo.swebench:verify_prediction",
             exporters=(("swebench", "sandgym.envs.swe_repo.swebench:export_task_set"),),
+            options="sandgym.specs.swe_repo_options:SWERepoOptions",
             run_report="sandgym.envs.swe_repo.swebench_report:run_report",
             report_sections="sandgym.envs.swe_repo.swebench_report:report_sections",
         ),
@@ -91,7 +112,8 @@ FAMILIES: dict[str, Family] = {
             default_task_set="basic-v1",
             image_recipe="chromium",
             # sandgym/MiniWoB-<task>-v0: one id per page of the installed miniwob wheel.
-            more_envs="sandgym.envs.browser_form.miniwob:register_miniwob",
+            more_envs="sandgym.specs.browser_form_options:register_miniwob",
+            options="sandgym.specs.browser_form_options:BrowserFormOptions",
         ),
     )
 }
@@ -139,20 +161,20 @@ REGISTRATION: dict[str, Any] = {
 }
 
 
-def default_kwargs(env_class: type, **given: Any) -> dict[str, Any]:
-    """The keyword defaults of an env class's constructor, updated with
-    `given`: the spec's kwargs, so `gymnasium.spec(id).kwargs` shows what
-    `make(id)` uses (make() still validates every override)."""
-    params = inspect.signature(env_class).parameters.values()
-    return {p.name: p.default for p in params if p.default is not inspect.Parameter.empty} | given
+def spec_kwargs(options_model: Any, **given: Any) -> dict[str, Any]:
+    """The defaults of an env's options model (its make() kwargs), updated
+    with `given`: the spec's kwargs, so `gymnasium.spec(id).kwargs` shows
+    what `make(id)` uses (make() still validates every override)."""
+    fields = options_model.model_fields
+    return {name: f.get_default(call_default_factory=True) for name, f in fields.items() if not f.is_required()} | given
 
 
 def register_envs() -> None:
+    """Registers every family's env id (and those of its `more_envs`) with Gymnasium, once."""
     for f in FAMILIES.values():
         if f.env_id not in gymnasium.registry:
-            kwargs = default_kwargs(load(f.entry_point))
-            if "tasks" in kwargs:  # None there means the family's default set: the spec names it
-                kwargs["tasks"] = f"{f.name}/{f.default_task_set}"
+            # tasks=None means the family's default set: the spec names it.
+            kwargs = spec_kwargs(load(f.options), tasks=f"{f.name}/{f.default_task_set}")
             gymnasium.register(id=f.env_id, entry_point=f.entry_point, kwargs=kwargs, **REGISTRATION)
         if f.more_envs:
             load(f.more_envs)()

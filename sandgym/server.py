@@ -19,8 +19,9 @@ whole episodes over the `/ws` WebSocket, one env per connection:
 
 Observations carry the env's `task` and `feedback` (further observation
 keys in `metadata["observation"]`), `done` and `reward` from the Gymnasium
-step, and the fields of its `info` (`outcome`, `reward_valid`, `pass_rate`,
-`tests`, `turn`, `max_turns`, ...). These are
+step, and the fields of its `info` every family shares (`task_id`,
+`outcome`, `reward_valid`, `pass_rate`, `tests`; an env's own `info` keys,
+such as its step count, in `metadata["info"]`). These are
 for the trainer: what the model is shown is the trainer's choice, as with
 `info` in Gymnasium.
 
@@ -57,6 +58,7 @@ import importlib
 import os
 import threading
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
@@ -408,24 +410,41 @@ def build_app(
     return app
 
 
+def options_from_environment(env_id: str, env: Mapping[str, str]) -> dict[str, Any]:
+    """Env kwargs from SANDGYM_<OPTION> variables, one per option of the env's
+    registered spec (SANDGYM_MAX_STEPS=20 -> max_steps=20), read as the type
+    of the option's default (an int, a float, a bool: 1/0, true/false; else text)."""
+    kwargs: dict[str, Any] = {}
+    for key, default in gymnasium.spec(env_id).kwargs.items():
+        value = env.get(f"SANDGYM_{key.upper()}")
+        if key in ("tasks", "runtime") or not value:
+            continue
+        if isinstance(default, bool):
+            if value.lower() not in ("1", "0", "true", "false"):
+                raise ValueError(f"SANDGYM_{key.upper()}={value!r}: expected true or false")
+            kwargs[key] = value.lower() in ("1", "true")
+        elif isinstance(default, (int, float)):
+            kwargs[key] = type(default)(value)
+        else:
+            kwargs[key] = value
+    return kwargs
+
+
 def app_from_environment(env_id: str | None = None, warm: bool = True) -> FastAPI:
     """The app `uvicorn sandgym.server:app` serves (as openenv.yaml's `app`
-    names it), configured by environment variables: SANDGYM_ENV (default
-    sandgym/CodeFunction-v0), SANDGYM_TASKS, SANDGYM_MODE, SANDGYM_MAX_TURNS,
-    SANDGYM_REWARD, SANDGYM_ENV_OPTIONS (a JSON object of further env kwargs),
-    SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS, SANDGYM_SESSION_TIMEOUT (0: never).
-    `env_id` (the family apps `app_<family>`, named by manifests/<family>/openenv.yaml)
-    takes the place of SANDGYM_ENV."""
+    names it), configured by environment variables: SANDGYM_ENV (default: the
+    first family's env, sandgym/CodeFunction-v0), SANDGYM_TASKS, SANDGYM_<OPTION>
+    for any option of the env (`options_from_environment`: SANDGYM_MODE,
+    SANDGYM_MAX_TURNS ...), SANDGYM_ENV_OPTIONS (a JSON object of further env
+    kwargs), SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS, SANDGYM_SESSION_TIMEOUT
+    (0: never). `env_id` (the family apps `app_<family>`, named by
+    manifests/<family>/openenv.yaml) takes the place of SANDGYM_ENV."""
     env = os.environ
+    env_id = check_env_id(env_id or env.get("SANDGYM_ENV") or next(iter(FAMILIES.values())).env_id)
     kwargs: dict[str, Any] = {"runtime": env.get("SANDGYM_RUNTIME", "local")}
-    for var, key, conv in (
-        ("SANDGYM_TASKS", "tasks", str),
-        ("SANDGYM_MODE", "mode", str),
-        ("SANDGYM_MAX_TURNS", "max_turns", int),
-        ("SANDGYM_REWARD", "reward", str),
-    ):
-        if env.get(var):
-            kwargs[key] = conv(env[var])
+    if env.get("SANDGYM_TASKS"):
+        kwargs["tasks"] = env["SANDGYM_TASKS"]
+    kwargs.update(options_from_environment(env_id, env))
     if env.get("SANDGYM_ENV_OPTIONS"):  # any further env kwargs, as a JSON object
         import json
 
@@ -435,7 +454,7 @@ def app_from_environment(env_id: str | None = None, warm: bool = True) -> FastAP
         kwargs.update(options)
     timeout = float(env.get("SANDGYM_SESSION_TIMEOUT", "600"))
     return build_app(
-        env_id or env.get("SANDGYM_ENV", "sandgym/CodeFunction-v0"),
+        env_id,
         kwargs,
         max_sessions=int(env.get("SANDGYM_MAX_SESSIONS", "8")),
         session_timeout=timeout or None,

@@ -19,11 +19,10 @@ import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field
 
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
 from sandgym.outcomes import Outcome
@@ -34,6 +33,7 @@ from sandgym.runtimes.tempdirs import owned_tempdir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.browser_form import BrowserTaskPair
+from sandgym.specs.browser_form_options import DEFAULT_MAX_STEPS, BrowserFormOptions
 from sandgym.verifiers.browser_form.host import StateUnavailable, read_state, state_json, verify
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
@@ -45,14 +45,12 @@ from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, fai
 if TYPE_CHECKING:
     from playwright._impl._api_structures import SetCookieParam
 
-ENV_ID = "sandgym/BrowserForm-v0"
 APP_MODULE = "formapp:app"
 DB_NAME = "app.sqlite"
-DEFAULT_MAX_STEPS = 30
 
 
 def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
-    return load_family_task_set(tasks, "browser_form", ENV_ID)
+    return load_family_task_set(tasks, "browser_form")
 
 
 def form_app() -> AppSpec:
@@ -65,19 +63,6 @@ def render_goal(task: BrowserTaskPair, max_steps: int) -> str:
         f"accessibility snapshot; elements carry refs like [ref=e12]. {GRAMMAR} Call done() when the task is "
         f"finished; you have {max_steps} actions."
     )
-
-
-class BrowserFormOptions(BaseModel):
-    """The env's options (make() kwargs, `-o KEY=VALUE`), checked strictly up front."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    max_steps: int = Field(DEFAULT_MAX_STEPS, ge=1, le=10_000)
-    verifier_retries: int = Field(2, ge=0, le=10)
-    render_mode: Literal["ansi", "rgb_array"] | None = None
-    screenshot: bool = False
-    max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
-    observation: Literal["text", "browsergym"] = "text"
 
 
 # What observation="browsergym" adds (BrowserGym's names), all text.

@@ -15,17 +15,14 @@ action that runs script, so it cannot set these itself.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-from pydantic import BaseModel, ConfigDict, Field
 
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, NoReference, SandgymEnv, action_problem, check_options
-from sandgym.families import REGISTRATION, default_kwargs
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime
 from sandgym.runtimes.browser import AppSpec, BrowserLimits, stage_tree
@@ -33,6 +30,10 @@ from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet
 from sandgym.specs.browser_form import miniwob_task_set
+
+# The page listing and the ids' registration live with the options, in a
+# module `import sandgym` may load (this one imports the browser sandbox).
+from sandgym.specs.browser_form_options import MiniWoBOptions, miniwob_html, miniwob_tasks
 from sandgym.verifiers.models import Attempt, Verdict
 
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
@@ -61,36 +62,6 @@ NO_NAVIGATION = frozenset({"goto", "go_back", "go_forward"})
 VERIFIER_VERSION = "miniwob-1"
 
 
-def miniwob_html() -> Path:
-    spec = importlib.util.find_spec("miniwob")  # found, not imported (its __init__ registers gym envs)
-    if spec is None or not spec.submodule_search_locations:
-        raise ValueError("the MiniWoB envs need the `miniwob` wheel: install sandgym[browser]")
-    return Path(list(spec.submodule_search_locations)[0]) / "html"
-
-
-def miniwob_tasks() -> list[str]:
-    try:
-        return sorted(p.stem for p in (miniwob_html() / "miniwob").glob("*.html"))
-    except ValueError:
-        return []
-
-
-def env_id(task: str) -> str:
-    return f"sandgym/MiniWoB-{task}-v0"
-
-
-def register_miniwob() -> None:
-    """One Gymnasium id per task page in the installed wheel."""
-    for task in miniwob_tasks():
-        if env_id(task) not in gym.registry:
-            gym.register(
-                id=env_id(task),
-                entry_point="sandgym.envs.browser_form.miniwob:MiniWoBEnv",
-                kwargs=default_kwargs(MiniWoBEnv, task=task),
-                **REGISTRATION,
-            )
-
-
 def miniwob_app() -> AppSpec:
     html = miniwob_html()
     import importlib.metadata as md
@@ -102,18 +73,6 @@ def miniwob_app() -> AppSpec:
         env={"SANDGYM_STATIC_ROOT": STATIC_IN_SANDBOX},
         mounts=((str(staged), STATIC_IN_SANDBOX),),
     )
-
-
-class MiniWoBOptions(BaseModel):
-    """The env's options (make() kwargs, `-o KEY=VALUE`), checked strictly up front."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    task: str
-    max_steps: int = Field(20, ge=1, le=10_000)
-    render_mode: Literal["ansi"] | None = None
-    max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
-    observation: Literal["text", "browsergym"] = "text"
 
 
 class MiniWoBEnv(SandgymEnv):

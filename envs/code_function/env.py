@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gymnasium import spaces
-from pydantic import BaseModel, ConfigDict, Field
 
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
 from sandgym.envs.tools import function_tool, tool_arguments
@@ -23,17 +22,17 @@ from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_ru
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.code_function import CodeTaskPair
+from sandgym.specs.code_function_options import CodeFunctionOptions
 from sandgym.verifiers.code_function.host import boundary_mount, candidate_isolation, run_examples, verify
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
 from .actions import TOOL_MODELS, parse_action, tool_text
 
-ENV_ID = "sandgym/CodeFunction-v0"
 Mode = Literal["single", "multi"]
 
 
 def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
-    return load_family_task_set(tasks, "code_function", ENV_ID)
+    return load_family_task_set(tasks, "code_function")
 
 
 def _call_text(entry_point: str, ex) -> str:
@@ -56,19 +55,6 @@ def render_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
             f"The code must define `{v.entry_point}`."
         )
     return "\n\n".join(parts)
-
-
-class CodeFunctionOptions(BaseModel):
-    """The env's options (make() kwargs, `-o KEY=VALUE`), checked strictly up front."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    mode: Literal["single", "multi"] = "single"
-    max_turns: int = Field(5, ge=1, le=1000)
-    reward: Literal["binary", "pass_rate"] = "binary"
-    verifier_retries: int = Field(2, ge=0, le=10)
-    max_action_chars: int = Field(DEFAULT_MAX_ACTION_CHARS, ge=1)
-    render_mode: Literal["ansi"] | None = None
 
 
 class CodeFunctionEnv(SandgymEnv):

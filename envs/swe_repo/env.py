@@ -31,7 +31,7 @@ from typing import Any, cast
 
 from gymnasium import spaces
 
-from sandgym.envs.base import SandgymEnv
+from sandgym.envs.base import SandgymEnv, check_options
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.runtimes.base import Mount
@@ -40,6 +40,7 @@ from sandgym.runtimes.staging import stage_dir
 from sandgym.spaces import TextOrToolCall, UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.swe_repo import SWETaskPair
+from sandgym.specs.swe_repo_options import SWERepoOptions
 from sandgym.verifiers.models import Verdict
 from sandgym.verifiers.swe_repo.checkout import StartState, start_state
 from sandgym.verifiers.swe_repo.host import (
@@ -56,7 +57,6 @@ from sandgym.verifiers.swe_repo.host import (
 
 from .actions import ActionError, ToolCall, chat_tools, parse_action, tool_action
 
-ENV_ID = "sandgym/SWERepo-v0"
 TOOLS_DIR = "/opt/sandgym/swe_tools"
 SHELL_STATE = "/tmp/.sandgym_shell"
 MAX_FEEDBACK = 10_000
@@ -149,7 +149,7 @@ DIFF_FLAGS = [
 
 
 def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
-    return load_family_task_set(tasks, "swe_repo", ENV_ID)
+    return load_family_task_set(tasks, "swe_repo")
 
 
 def cap(text: str, limit: int = MAX_FEEDBACK) -> str:
@@ -190,14 +190,14 @@ class SWERepoEnv(SandgymEnv):
         warm_pool: int = 1,
         render_mode: str | None = None,
     ):
-        if warm_pool < 0:
-            raise ValueError(f"warm_pool must be 0 or more idle sandboxes, got {warm_pool}")
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-        if not command_timeout_s > 0:
-            raise ValueError(f"command_timeout_s must be positive, got {command_timeout_s}")
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        check_options(
+            SWERepoOptions,
+            max_steps=max_steps,
+            command_timeout_s=command_timeout_s,
+            verifier_retries=verifier_retries,
+            warm_pool=warm_pool,
+            render_mode=render_mode,
+        )
         self.task_set = load_task_set(tasks)
         self._owns_runtime = isinstance(runtime, str)
         self.runtime = get_runtime(runtime) if isinstance(runtime, str) else runtime

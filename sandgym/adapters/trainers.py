@@ -1,14 +1,18 @@
-"""Trainer adapters: the code-function verifier as a reward for RL trainers.
+"""Trainer adapters: a family's verifier as a single-turn reward for RL trainers.
 
-Every score comes from a real verification: the completion's code is read
-with the env's action grammar (`extract_code`), then judged by the hidden
-tests in a fresh sandbox (`verifiers.code_function.verify`), exactly as
-`sandgym/CodeFunction-v0` judges a single-turn episode. An infrastructure
-failure (`env_error`, after retries) is not the model's score and is never
-turned into 0.0 here; each adapter maps it to what its trainer allows.
+Every score comes from a real verification, through the hooks of the task
+set's family in the family table: `trainer_reward` judges one completion
+(the code family: its code read with the env's action grammar, then judged
+by the hidden tests in a fresh sandbox, exactly as `sandgym/CodeFunction-v0`
+judges a single-turn episode) and `trainer_prompt` renders a task's prompt.
+Tasks default to the bundled set of the first family that has these hooks
+(today the code family). An infrastructure failure (`env_error`, after
+retries) is not the model's score and is never turned into 0.0 here; each
+adapter maps it to what its trainer allows.
 
-- `CodeReward`: the scorer. `score(task_id, text)` and `score_many(pairs)`
-  (a thread pool runs the verifications in parallel, order preserved).
+- `TaskReward` (also named `CodeReward`): the scorer. `score(task_id, text)`
+  and `score_many(pairs)` (a thread pool runs the verifications in
+  parallel, order preserved).
 - `trl_reward_func(...)`: a callable for TRL's `GRPOTrainer(reward_funcs=...)`.
 - `compute_score(...)`: a module-level function for verl's
   `custom_reward_function` (and `compute_score_batch` for verl's `batch`
@@ -33,38 +37,65 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sandgym.envs.code_function.actions import extract_code
-from sandgym.envs.code_function.env import render_prompt
 from sandgym.errors import SandgymError
+from sandgym.families import FAMILIES, Family, family, load
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, get_runtime
-from sandgym.specs import TaskSet, bundled_task_set
-from sandgym.specs.code_function import CodeTaskPair
-from sandgym.verifiers.code_function.host import verify
+from sandgym.specs import TaskPair, TaskSet, bundled_task_set
 from sandgym.verifiers.models import RewardScheme, Verdict
 
 log = logging.getLogger("sandgym.adapters.trainers")
 
 SCHEMES = ("binary", "pass_rate")
-VERL_DATA_SOURCE = "sandgym/code_function"
 
 
 class VerificationUnavailable(SandgymError, RuntimeError):
     """The sandbox failed (env_error) after every retry: there is no score to give."""
 
 
-# -- task sets -------------------------------------------------------------------
+# -- families and task sets ------------------------------------------------------
+
+
+def trainer_family(task_set: TaskSet | None = None) -> Family:
+    """The family whose hooks score `task_set` (None: the first family of the
+    table with a trainer reward, whose bundled set is the default tasks)."""
+    if task_set is not None:
+        fam = family(task_set.meta.family)
+        if fam.trainer_reward is None or fam.trainer_prompt is None:
+            with_hooks = [f.name for f in FAMILIES.values() if f.trainer_reward and f.trainer_prompt]
+            raise ValueError(
+                f"task set {task_set.meta.name!r} is of family {fam.name!r}, which has no single-turn trainer "
+                f"reward; families with one: {', '.join(with_hooks) or 'none'} (for multi-turn training of "
+                f"any family see sandgym.adapters.trl_env and verl_tools)"
+            )
+        return fam
+    for fam in FAMILIES.values():
+        if fam.trainer_reward and fam.trainer_prompt:
+            return fam
+    raise ValueError("no family of the table has a single-turn trainer reward")
+
+
+def _default_task_set() -> Path:
+    return bundled_task_set(trainer_family().name)
+
+
+def task_prompt(task: TaskPair, task_set: TaskSet) -> str:
+    """The single-turn prompt of `task`, as its family renders it (`trainer_prompt`)."""
+    render: Callable[[TaskPair], str] = load(str(trainer_family(task_set).trainer_prompt))
+    return render(task)
+
 
 _task_sets: dict[str, TaskSet] = {}
 _task_sets_lock = threading.Lock()
 
 
 def load_tasks(tasks: str | Path | TaskSet | None = None) -> TaskSet:
-    """A task set by folder (None: the bundled one), read once per process and
-    resolved path, so that a dataset builder and a reward function share it."""
+    """A task set by folder (None: the default one, see `trainer_family`), read
+    once per process and resolved path, so that a dataset builder and a reward
+    function share it."""
     if isinstance(tasks, TaskSet):
         return tasks
-    path = str(Path(tasks if tasks is not None else bundled_task_set("code_function")).resolve())
+    path = str(Path(tasks if tasks is not None else _default_task_set()).resolve())
     with _task_sets_lock:
         if path not in _task_sets:
             _task_sets[path] = TaskSet.load(path)
@@ -106,10 +137,11 @@ def completion_text(completion: Any) -> str:
 # -- the scorer ------------------------------------------------------------------
 
 
-class CodeReward:
-    """Scores completions of code-function tasks with the real verifier.
+class TaskReward:
+    """Scores completions of a task set's tasks with its family's real verifier
+    (the family table's `trainer_reward`).
 
-    tasks: a task-set folder, a `TaskSet`, or None for the bundled set
+    tasks: a task-set folder, a `TaskSet`, or None for the default set
         (folders are read once per process: `load_tasks`).
     runtime: `"local"` or a `Runtime` (None: a `LocalRuntime` this object
         owns and closes in `close()`; a runtime passed in is left open).
@@ -119,8 +151,9 @@ class CodeReward:
         `verifier_retries`).
 
     `score` returns None for `env_error`: an infrastructure failure is not a
-    score. A completion with no usable code scores 0.0 without a sandbox.
-    Thread-safe; `counts` tallies outcomes (`no_code` apart from `failed`).
+    score. A completion with nothing to verify (no usable code) scores 0.0
+    without a sandbox. Thread-safe; `counts` tallies outcomes (`no_code`,
+    such a completion, apart from `failed`).
     """
 
     def __init__(
@@ -139,6 +172,9 @@ class CodeReward:
         if not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, got {retries!r}")
         self.tasks = load_tasks(tasks)
+        self._judge: Callable[[TaskPair, str, Runtime, int], Verdict] = load(
+            str(trainer_family(self.tasks).trainer_reward)
+        )
         self.reward_scheme: RewardScheme = reward
         self.max_workers = max_workers or os.cpu_count() or 1
         self.retries = retries
@@ -154,14 +190,10 @@ class CodeReward:
     def verdict(self, task_id: str, completion: Any) -> Verdict:
         """The whole verdict (outcome, per-test results, attempts) for one completion."""
         self._check_open()
-        task = CodeTaskPair.of(self.tasks.get(task_id))  # KeyError naming the choices
-        code, problem = extract_code(completion_text(completion), task.visible.entry_point)
-        if code is None:
-            verdict = Verdict(verifier_version="none", outcome=Outcome.FAILED, detail=problem)
-            self._count("no_code")
-            return verdict
-        verdict = verify(task, code, self.runtime, retries=self.retries)
-        self._count(verdict.outcome.value)
+        task = self.tasks.get(task_id)  # KeyError naming the choices
+        verdict = self._judge(task, completion_text(completion), self.runtime, self.retries)
+        # No attempt: the family found nothing to verify and started no sandbox.
+        self._count(verdict.outcome.value if verdict.attempts else "no_code")
         if verdict.outcome == Outcome.ENV_ERROR:
             log.warning(
                 "sandgym: verification of a completion for %s failed in the infrastructure after "
@@ -208,7 +240,7 @@ class CodeReward:
         if self._owns_runtime:
             self.runtime.close()
 
-    def __enter__(self) -> CodeReward:
+    def __enter__(self) -> TaskReward:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -216,7 +248,7 @@ class CodeReward:
 
     def __repr__(self) -> str:
         return (
-            f"CodeReward(tasks={self.tasks.meta.name!r} ({len(self.tasks)} tasks), "
+            f"{type(self).__name__}(tasks={self.tasks.meta.name!r} ({len(self.tasks)} tasks), "
             f"reward={self.reward_scheme!r}, runtime={getattr(self.runtime, 'name', '?')!r}, "
             f"max_workers={self.max_workers})"
         )
@@ -227,16 +259,19 @@ class CodeReward:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("this CodeReward is closed; make a new one")
+            raise RuntimeError(f"this {type(self).__name__} is closed; make a new one")
 
     def _executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._closed:
-                raise RuntimeError("this CodeReward is closed; make a new one")
+                raise RuntimeError(f"this {type(self).__name__} is closed; make a new one")
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_workers, thread_name_prefix="sandgym-reward")
             return self._pool
 
+
+# The scorer's first name, from when only the code family had a trainer reward.
+CodeReward = TaskReward
 
 # -- TRL -------------------------------------------------------------------------
 
@@ -245,7 +280,7 @@ def trl_reward_func(
     task_id_column: str = "task_id",
     *,
     name: str | None = None,
-    scorer: CodeReward | None = None,
+    scorer: TaskReward | None = None,
     **code_reward_kwargs: Any,
 ) -> Callable[..., list[float | None]]:
     """A reward function for TRL's `GRPOTrainer(reward_funcs=...)`.
@@ -261,7 +296,7 @@ def trl_reward_func(
     `{"role", "content"}`.
 
     `task_id_column` names the dataset column that holds each prompt's
-    sandgym task id. The other keyword arguments build the `CodeReward`
+    sandgym task id. The other keyword arguments build the `TaskReward`
     (tasks, runtime, reward, max_workers, retries), or pass `scorer=` to
     share one. The function's `__name__` (what TRL logs as
     `rewards/<name>/mean`) is `name` or `sandgym_code_<scheme>`; it carries
@@ -276,8 +311,8 @@ def trl_reward_func(
     no way to drop a sample from the group.
     """
     if scorer is not None and code_reward_kwargs:
-        raise TypeError(f"pass either scorer= or CodeReward arguments, not both (got {sorted(code_reward_kwargs)})")
-    scorer = scorer or CodeReward(**code_reward_kwargs)
+        raise TypeError(f"pass either scorer= or TaskReward arguments, not both (got {sorted(code_reward_kwargs)})")
+    scorer = scorer or TaskReward(**code_reward_kwargs)
 
     def reward_func(
         prompts: Sequence[Any] | None = None, completions: Sequence[Any] | None = None, **kwargs: Any
@@ -310,21 +345,21 @@ def trl_rows(
     ts = load_tasks(tasks)
     rows = []
     for t in ts.tasks:
-        text = render_prompt(CodeTaskPair.of(t), "single", 1)
+        text = task_prompt(t, ts)
         rows.append({"prompt": [{"role": "user", "content": text}] if conversational else text, task_id_column: t.id})
     return rows
 
 
 # -- verl ------------------------------------------------------------------------
 
-_verl_scorers: dict[tuple[str, str], CodeReward] = {}
+_verl_scorers: dict[tuple[str, str], TaskReward] = {}
 _verl_lock = threading.Lock()
 _verl_pid = os.getpid()
 
 
-def _verl_scorer(task_set: str | Path | None, reward: str) -> CodeReward:
+def _verl_scorer(task_set: str | Path | None, reward: str) -> TaskReward:
     global _verl_pid
-    path = str(Path(task_set if task_set else bundled_task_set("code_function")).resolve())
+    path = str(Path(task_set if task_set else _default_task_set()).resolve())
     with _verl_lock:
         if os.getpid() != _verl_pid:
             # Forked (verl's prime manager scores in a process pool): the parent's
@@ -335,7 +370,7 @@ def _verl_scorer(task_set: str | Path | None, reward: str) -> CodeReward:
             _verl_pid = os.getpid()
         key = (path, reward)
         if key not in _verl_scorers:
-            _verl_scorers[key] = CodeReward(path, reward=reward)  # type: ignore[arg-type]
+            _verl_scorers[key] = TaskReward(path, reward=reward)  # type: ignore[arg-type]
         return _verl_scorers[key]
 
 
@@ -388,7 +423,7 @@ def compute_score(
     reward: str = "binary",
     env_error_score: float | None = None,
     return_dict: bool = False,
-    scorer: CodeReward | None = None,
+    scorer: TaskReward | None = None,
     **_: Any,
 ) -> float | dict[str, float]:
     """verl `custom_reward_function`: score one response.
@@ -406,7 +441,7 @@ def compute_score(
     `ground_truth` (the parquet's `reward_model.ground_truth`) is the sandgym
     task id; `extra_info` may hold `{"task_set": "/path/to/task/set"}`
     (default: the `task_set` reward kwarg, else the bundled set). One
-    `CodeReward` per (task set, scheme) is cached for the process.
+    `TaskReward` per (task set, scheme) is cached for the process.
 
     Returns a float, which every verl reward manager accepts; with
     `return_dict=True` a dict `{"score", "pass_rate", "env_error"}` (all
@@ -437,7 +472,7 @@ def compute_score_batch(
     reward: str = "binary",
     env_error_score: float | None = None,
     return_dict: bool = False,
-    scorer: CodeReward | None = None,
+    scorer: TaskReward | None = None,
     **_: Any,
 ) -> list[float | dict[str, float]]:
     """verl `custom_reward_function` for `reward_model.reward_manager=batch`,
@@ -452,7 +487,7 @@ def compute_score_batch(
         )
     infos = list(extra_infos) if extra_infos is not None else [None] * n
     task_ids = [_task_id_of(g) for g in ground_truths]
-    groups: dict[int, tuple[CodeReward, list[int]]] = {}  # one parallel batch per task set
+    groups: dict[int, tuple[TaskReward, list[int]]] = {}  # one parallel batch per task set
     for i, info in enumerate(infos):
         path = (info.get("task_set") if isinstance(info, Mapping) else None) or task_set
         s = scorer or _verl_scorer(path, reward)
@@ -465,18 +500,20 @@ def compute_score_batch(
 
 
 def verl_rows(
-    tasks: str | Path | TaskSet | None = None, *, data_source: str = VERL_DATA_SOURCE, split: str = "train"
+    tasks: str | Path | TaskSet | None = None, *, data_source: str | None = None, split: str = "train"
 ) -> list[dict[str, Any]]:
     """One row per task in verl's parquet layout (docs/preparation/prepare_data.rst):
-    `data_source`, chat `prompt`, `ability`, `reward_model` {style, ground_truth:
-    the task id} and `extra_info` {split, index, task_set}."""
+    `data_source` (default `sandgym/<family>`), chat `prompt`, `ability` (the
+    family), `reward_model` {style, ground_truth: the task id} and
+    `extra_info` {split, index, task_set}, as `sandgym tasks export --format hf`
+    names them."""
     ts = load_tasks(tasks)
     root = str(ts.root.resolve()) if ts.root else None
     return [
         {
-            "data_source": data_source,
-            "prompt": [{"role": "user", "content": render_prompt(CodeTaskPair.of(t), "single", 1)}],
-            "ability": "code",
+            "data_source": data_source or f"sandgym/{ts.meta.family}",
+            "prompt": [{"role": "user", "content": task_prompt(t, ts)}],
+            "ability": ts.meta.family,
             "reward_model": {"style": "rule", "ground_truth": t.id},
             "extra_info": {"split": split, "index": i, **({"task_set": root} if root else {})},
         }
@@ -486,6 +523,7 @@ def verl_rows(
 
 __all__ = [
     "CodeReward",
+    "TaskReward",
     "VerificationUnavailable",
     "completion_text",
     "compute_score",

@@ -1,32 +1,42 @@
 """Task specs: the base every family shares (`base.py`), one module per family.
 
 `sandgym.specs` is the family-neutral API (task sets, pairs, loading);
-a family's own models live in `sandgym.specs.<family>`.
+a family's own models live in `sandgym.specs.<family>`, its envs' options
+in `sandgym.specs.<family>_options`.
+
+The names below come from `base.py`, imported on first use: registering the
+envs (`import sandgym`) loads only the options modules, which need none of
+it (nor its YAML parser).
 """
 
-from sandgym.specs.base import (
-    HiddenSpec,
-    TaskId,
-    TaskPair,
-    TaskSet,
-    TaskSetMeta,
-    TaskSpecError,
-    UnknownTask,
-    VisibleSpec,
-    _json_data,
-    _Strict,
-    bundled_dir,
-    bundled_task_set,
-    bundled_task_sets,
-    choose_task,
-    family_models,
-    format_validation_error,
-    json_schemas,
-    load_family_task_set,
-    load_yaml_text,
-    make_pair,
-    resolve_task_set,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sandgym.specs.base import (
+        HiddenSpec,
+        TaskId,
+        TaskPair,
+        TaskSet,
+        TaskSetMeta,
+        TaskSpecError,
+        UnknownTask,
+        VisibleSpec,
+        _json_data,
+        _Strict,
+        bundled_dir,
+        bundled_task_set,
+        bundled_task_sets,
+        choose_task,
+        family_models,
+        format_validation_error,
+        json_schemas,
+        load_family_task_set,
+        load_yaml_text,
+        make_pair,
+        resolve_task_set,
+    )
 
 __all__ = [
     "HiddenSpec",
@@ -51,3 +61,11 @@ __all__ = [
     "make_pair",
     "resolve_task_set",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        from sandgym.specs import base
+
+        return getattr(base, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -457,12 +457,12 @@ def resolve_task_set(ref: str | Path) -> Path:
     )
 
 
-def load_family_task_set(tasks: str | Path | TaskSet | None, family: str, env_id: str) -> TaskSet:
+def load_family_task_set(tasks: str | Path | TaskSet | None, family: str) -> TaskSet:
     """What an env's `tasks=` names (None: the family's bundled set), checked to be of `family`."""
     ts = tasks if isinstance(tasks, TaskSet) else TaskSet.load(tasks if tasks is not None else bundled_task_set(family))
     if ts.meta.family != family:
         raise ValueError(
-            f"task set {ts.meta.name!r} is of family {ts.meta.family!r}; {env_id} needs a "
+            f"task set {ts.meta.name!r} is of family {ts.meta.family!r}; {family_entry(family).env_id} needs a "
             f"{family} task set (taskset.yaml: family: {family})"
         )
     return ts

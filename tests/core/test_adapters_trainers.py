@@ -19,7 +19,7 @@ import pytest
 from sandgym.adapters import trainers
 from sandgym.adapters.trainers import CodeReward, VerificationUnavailable, compute_score, trl_reward_func
 from sandgym.runtimes.local.runtime import LocalRuntime
-from sandgym.specs import TaskSet, TaskSetMeta
+from sandgym.specs import TaskSet, TaskSetMeta, bundled_task_set
 from tests.helpers import make_task
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,6 +248,18 @@ def test_verl_compute_score_with_task_id_and_task_set_path(tiny_task_set, tasks)
     assert row["extra_info"]["task_set"] == str(Path(tiny_task_set).resolve()) and row["prompt"][0]["role"] == "user"
     module._close_verl_scorers()
     trainers._close_verl_scorers()
+
+
+def test_the_family_table_hooks_choose_the_reward_and_the_rows(tasks, no_sandboxes):
+    """The scorer reaches a family's verifier only through its table hooks:
+    the default set is the first family's that has them, and a family
+    without them is refused before anything runs."""
+    assert tasks.meta.family == trainers.trainer_family().name == "code_function"
+    row = trainers.verl_rows(tasks)[0]
+    assert row["data_source"] == "sandgym/code_function" and row["ability"] == "code_function"
+    with pytest.raises(ValueError, match="family 'swe_repo', which has no single-turn trainer reward.*code_function"):
+        CodeReward(bundled_task_set("swe_repo"), runtime=no_sandboxes)
+    assert trainers.TaskReward is CodeReward
 
 
 def test_example_scripts_run_and_print_the_rewards():

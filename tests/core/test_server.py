@@ -210,8 +210,10 @@ def test_http_endpoints(servers):
     assert {"text", "call"} <= set(schema["action"]["properties"])
     assert schema["action"]["required"] == ["text"], "a raw model reply alone is a valid action"
     assert schema["action"]["additionalProperties"] is False
-    for field in ("task", "feedback", "outcome", "reward_valid", "tests", "turn", "max_turns", "done", "reward"):
+    for field in ("task", "feedback", "task_id", "outcome", "reward_valid", "tests", "done", "reward"):
         assert field in schema["observation"]["properties"], field
+    # A family's own info keys are no fields of the shared observation: they come in metadata["info"].
+    assert not {"mode", "turn", "max_turns", "tool"} & set(schema["observation"]["properties"])
     for field in ("episode_id", "step_count", "task_id", "env_id"):
         assert field in schema["state"]["properties"], field
     meta = httpx.get(f"{single.url}/metadata").json()
@@ -240,7 +242,8 @@ def test_single_turn_episode(servers, task):
         obs = r.observation
         assert obs["outcome"] == "passed" and obs["reward_valid"] is True and obs["pass_rate"] == 1.0
         assert obs["tests"] and all(t["status"] == "passed" for t in obs["tests"])
-        assert obs["turn"] == obs["max_turns"] == 1 and "Verdict: passed" in obs["feedback"]
+        info = obs["metadata"]["info"]
+        assert info["turn"] == info["max_turns"] == 1 and "Verdict: passed" in obs["feedback"]
         state = env.state()
         assert state["episode_id"] == "ep-1" and state["step_count"] == 1 and state["done"] is True
         with pytest.raises(RuntimeError, match="episode is over"):
@@ -276,7 +279,8 @@ def test_typed_client(servers, task):
         r = env.reset(task_id=TASK)
         assert isinstance(r.observation, SandgymObservation) and r.observation.task_id == TASK and not r.done
         r = env.step("Sure:\n" + fence(task.hidden.reference_solution))  # a raw model reply
-        assert r.done and r.reward == 1.0 and r.observation.outcome == "passed" and r.observation.turn == 1
+        assert r.done and r.reward == 1.0 and r.observation.outcome == "passed"
+        assert r.observation.metadata["info"]["turn"] == 1
         state = env.state()
         assert isinstance(state, SandgymState) and state.done and state.step_count == 1
         env.reset(task_id=TASK)
@@ -359,17 +363,18 @@ def test_multi_turn_episode(servers, task):
     _, multi = servers
     with multi.client() as env:
         r = env.reset(task_id=TASK)
-        assert r.observation["mode"] == "multi" and r.observation["max_turns"] == 4
+        info = r.observation["metadata"]["info"]
+        assert info["mode"] == "multi" and info["max_turns"] == 4
         r = env.step({"text": fence("def second_largest(nums):\n    return max(nums)\n")})
         assert r.done is False and r.reward == 0.0
-        assert "FAILED" in r.observation["feedback"] and r.observation["tool"] == "run"
+        assert "FAILED" in r.observation["feedback"] and r.observation["metadata"]["info"]["tool"] == "run"
         assert r.observation["outcome"] is None
         r = env.step({"text": fence(task.hidden.reference_solution)})
         assert r.done is False and "PASSED" in r.observation["feedback"]
         assert "FAILED" not in r.observation["feedback"]
         r = env.step({"text": "SUBMIT"})  # submits the code run last
         assert r.done is True and r.reward == 1.0 and r.observation["outcome"] == "passed"
-        assert r.observation["tool"] == "submit" and r.observation["turn"] == 3
+        assert r.observation["metadata"]["info"]["tool"] == "submit" and r.observation["metadata"]["info"]["turn"] == 3
         assert env.state()["step_count"] == 3
 
 
@@ -563,3 +568,23 @@ def test_one_manifest_per_family():
         assert manifest.capabilities.declared_task_count == {"test": size}
     with pytest.raises(AttributeError):
         sandgym.server.app_no_such_family  # noqa: B018 - only family apps resolve
+
+
+def test_env_options_come_from_sandgym_option_variables():
+    """SANDGYM_<OPTION> for any option of the served env's spec, read as the
+    type of its default; the server names no family's options itself."""
+    from sandgym.server import options_from_environment
+
+    code = {"SANDGYM_MODE": "multi", "SANDGYM_MAX_TURNS": "4", "SANDGYM_REWARD": "pass_rate", "SANDGYM_MAX_STEPS": "9"}
+    assert options_from_environment("sandgym/CodeFunction-v0", code) == {
+        "mode": "multi",
+        "max_turns": 4,
+        "reward": "pass_rate",
+    }
+    browser = {"SANDGYM_MAX_STEPS": "9", "SANDGYM_SCREENSHOT": "true", "SANDGYM_TASKS": "x", "SANDGYM_RUNTIME": "y"}
+    assert options_from_environment("sandgym/BrowserForm-v0", browser) == {"max_steps": 9, "screenshot": True}
+    assert options_from_environment("sandgym/SWERepo-v0", {"SANDGYM_COMMAND_TIMEOUT_S": "10"}) == {
+        "command_timeout_s": 10.0
+    }
+    with pytest.raises(ValueError, match="SANDGYM_SCREENSHOT='maybe'"):
+        options_from_environment("sandgym/BrowserForm-v0", {"SANDGYM_SCREENSHOT": "maybe"})
