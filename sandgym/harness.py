@@ -361,7 +361,7 @@ class EvalRun:
         if env is not None:
             try:
                 env.close()
-            except Exception:  # noqa: BLE001 - a broken env still must not stop the run
+            except Exception:  # a broken env still must not stop the run
                 pass
 
     @staticmethod
@@ -387,7 +387,7 @@ class EvalRun:
         try:
             data = extras()
             json.dumps(data)
-        except Exception as e:  # noqa: BLE001 - the record says what happened
+        except Exception as e:  # the record says what happened
             return {"error": f"record_extras() failed: {type(e).__name__}: {e}"[:2000]}
         return clean_strings(data) if isinstance(data, dict) else {"value": clean_strings(data)}
 
@@ -631,12 +631,12 @@ class EvalRun:
             if self.observer is not None:
                 try:
                     self.observer.recorded(rec)
-                except Exception as e:  # noqa: BLE001 - an observer's bug ends the run, in order
+                except Exception as e:  # an observer's bug ends the run, in order
                     failures.append(e)
             if on_record is not None:
                 try:
                     on_record(rec)
-                except Exception as e:  # noqa: BLE001 - the caller's bug ends the run, in order
+                except Exception as e:  # the caller's bug ends the run, in order
                     failures.append(e)
 
         def abandon(why: str) -> None:
@@ -755,7 +755,7 @@ class EvalRun:
         try:
             if isinstance(inner, SandgymEnv):
                 inner.abort()
-        except Exception:  # noqa: BLE001 - best effort: the record says what happened
+        except Exception:  # best effort: the record says what happened
             pass
 
     def _record_unfinished(self, ep: _Episode, why: str) -> EpisodeRecord:
@@ -811,7 +811,7 @@ class EvalRun:
                 results.put(("record", w, (ep, rec)))
                 if ep.cancel.is_set():
                     self._drop_env(w.slot)  # it was killed: the next episode gets a fresh one
-        except BaseException as e:  # noqa: BLE001 - re-raised in the supervising thread
+        except BaseException as e:  # re-raised in the supervising thread
             results.put(("error", w, e))
         finally:
             self._drop_env(w.slot)

@@ -242,7 +242,7 @@ class _OTLPReceiver:
         lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):  # http.server's method name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 assert self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf"
                 req = ExportTraceServiceRequest()
