@@ -23,6 +23,33 @@ from sandgym.runtimes.local import LocalRuntime
 # What makes a test need a sandbox, besides the `sandbox` marker itself.
 SANDBOX_FIXTURES = ("runtime", "bwrap_runtime", "k8s_cluster")
 SANDBOX_MARKERS = ("docker", "chromium", "k8s")
+# Tests that start sandboxes of their own (through `sandgym` commands,
+# `gym.make`, a served env), as "file name::test name" or a whole file
+# name: found by the --quick tripwire. (A `@pytest.mark.sandbox` in the
+# test file does the same; this list keeps test files untouched.)
+SANDBOX_TESTS = {
+    "test_env.py::test_make_with_module_prefix_in_fresh_process",
+    "test_samples.py::test_canonical_solutions_give_pass_at_1_of_one",
+    "test_samples.py::test_mixed_samples_match_human_evals_estimator",
+    "test_security.py::test_the_judge_and_agent_are_out_of_the_candidates_reach",
+    "test_verifier.py::test_infrastructure_errors_are_retried_and_kept",
+    "test_adapters_trainers.py::test_example_scripts_run_and_print_the_rewards",
+    "test_adapters_trainers.py::test_hf_export_loads_with_datasets",
+    "test_chat_policy.py::test_cli_options_reach_the_requests_and_the_records",
+    "test_chat_policy.py::test_ctrl_c_keeps_finished_records_and_resume_finishes",
+    "test_cli.py::test_env_options_reach_the_env_and_bad_ones_are_named",
+    "test_cli.py::test_eval_end_to_end_subprocess",
+    "test_cli.py::test_eval_oracle_all_pass",
+    "test_cli.py::test_eval_replay_in_order",
+    "test_cli.py::test_eval_replay_that_stops_before_submitting",
+    "test_cli.py::test_example_script_runs",
+    "test_cli.py::test_import_humaneval_then_validate_and_list",
+    "test_cli.py::test_report_and_leaderboard_commands",
+    "test_cli.py::test_validate_plays_oracle_and_null_episodes_for_other_families",
+    "test_cli.py::test_validate_reports_a_broken_reference",
+    "test_env_resets.py::test_a_served_session_survives_a_failed_reset",
+    "test_faults.py",  # kills and resumes real evals
+}
 # In --quick runs: the file the tripwire appends the running test's id to.
 TRIPWIRE_LOG = "SANDGYM_QUICK_TRIPWIRE"
 
@@ -55,8 +82,12 @@ def pytest_configure(config):
 
 def needs_sandbox(item: pytest.Item) -> bool:
     fixtures = getattr(item, "fixturenames", ())
-    return any(f in fixtures for f in SANDBOX_FIXTURES) or any(
-        item.get_closest_marker(m) for m in ("sandbox", *SANDBOX_MARKERS)
+    name = getattr(item, "originalname", item.name)
+    listed = {item.path.name, f"{item.path.name}::{name}"} & SANDBOX_TESTS
+    return (
+        bool(listed)
+        or any(f in fixtures for f in SANDBOX_FIXTURES)
+        or any(item.get_closest_marker(m) for m in ("sandbox", *SANDBOX_MARKERS))
     )
 
 
