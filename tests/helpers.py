@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import os
 
+import gymnasium as gym
+
+from sandgym.envs.base import SandgymEnv
 from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
+
+
+def unwrapped(env: gym.Env) -> SandgymEnv:
+    """The sandgym env under `env`'s wrappers, typed as the env contract."""
+    base = env.unwrapped
+    assert isinstance(base, SandgymEnv), f"{type(base).__name__} is no SandgymEnv"
+    return base
 
 
 def make_task(

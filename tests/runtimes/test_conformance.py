@@ -28,7 +28,7 @@ from sandgym.runtimes.k8s import OWNER_LABEL as K8S_OWNER_LABEL
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import payload_for, run_in_sandbox, verifier_spec, verify
 from tests.code_function.test_security import ADD, SEARCH, secret_task
-from tests.helpers import agent_host_pid, i386_syscall_source, make_task
+from tests.helpers import agent_host_pid, i386_syscall_source, make_task, unwrapped
 
 BACKENDS = [
     "local",
@@ -496,9 +496,9 @@ def test_swe_family_on_every_backend(rt):
         assert obs["feedback"].splitlines()[0].strip() == "1"  # one squashed commit
         obs, *_ = env.step({"tool": "bash", "command": "pwd; echo $MARK"})
         assert obs["feedback"].splitlines()[:2] == ["/workspace/repo/billing", "kept"]
-        for action in env.unwrapped.oracle_actions():
+        for action in unwrapped(env).oracle_actions():
             obs, reward, terminated, truncated, info = env.step(action)
-        assert terminated and reward == 1.0 and env.unwrapped.last_verdict.status == "FULL"
+        assert terminated and reward == 1.0 and unwrapped(env).last_verdict.status == "FULL"
     finally:
         env.close()
 
