@@ -7,7 +7,9 @@ import os
 import gymnasium as gym
 
 from sandgym.envs.base import SandgymEnv
+from sandgym.specs import TaskSet
 from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
+from sandgym.specs.swe_repo import SWETaskPair
 
 
 def unwrapped(env: gym.Env) -> SandgymEnv:
@@ -38,6 +40,11 @@ def make_task(
         ),
         hidden=CodeHidden(id=task_id, tests=list(tests or []), check_code=check_code, reference_solution=reference),
     )
+
+
+def swe_tasks(ts: TaskSet) -> list[SWETaskPair]:
+    """A SWE task set's tasks, typed as SWE tasks."""
+    return [SWETaskPair.of(t) for t in ts.tasks]
 
 
 def agent_host_pid(rt, sb) -> int:

@@ -20,6 +20,7 @@ from sandgym.envs.swe_repo.issues import changed_lines, write_issue
 from sandgym.envs.swe_repo.mutations import OPERATORS, find_mutations
 from sandgym.specs import TaskSet
 from sandgym.specs.swe_repo import SWETaskPair
+from tests.helpers import swe_tasks
 
 SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "pypi-v1"
 
@@ -53,10 +54,6 @@ def window(seq, n):
 if __name__ == "__main__":
     print(clamp([1, 2], 0, 3) == [2])
 '''
-
-
-def swe_tasks(ts: TaskSet) -> list[SWETaskPair]:
-    return [SWETaskPair.of(t) for t in ts.tasks]
 
 
 def changed(before: str, after: str) -> list[int]:
@@ -273,10 +270,12 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     assert ts.meta.family == "swe_repo" and len(ts) == 3
     assert len({t.visible.base_patch for t in swe_tasks(ts)}) == 3  # no two tasks with the same diff
     combined = [t for t in swe_tasks(ts) if "combined" in t.visible.tags]
-    assert len(combined) == 1 and combined[0].visible.difficulty.functions_touched >= 2
+    first = combined[0].visible.difficulty
+    assert len(combined) == 1 and first is not None and first.functions_touched >= 2
     for t in swe_tasks(ts):
         v, h = t.visible, t.hidden
         d = v.difficulty
+        assert d is not None, t.id  # the factory records every task's difficulty
         assert t.id.startswith("inflection-0.5.1/")
         assert v.repo.kind == "pypi" and len(v.repo.sdist_sha256) == 64
         assert h.FAIL_TO_PASS and not set(h.FAIL_TO_PASS) & set(h.PASS_TO_PASS)
@@ -591,7 +590,8 @@ def test_v2_set_hides_its_tests_and_records_difficulty():
     ts = TaskSet.load(SHIPPED_V2)
     packages = {t.visible.repo.name for t in swe_tasks(ts)}
     assert len(ts) >= V2_MIN_TASKS and len(packages) >= V2_MIN_PACKAGES, (len(ts), len(packages))
-    levels = {t.visible.difficulty.issue_level for t in swe_tasks(ts)}
+    levels = {t.visible.difficulty.issue_level for t in swe_tasks(ts) if t.visible.difficulty}
+    assert all(t.visible.difficulty for t in swe_tasks(ts))
     assert levels == {"located", "symptom", "minimal"}
     assert any("combined" in t.visible.tags for t in swe_tasks(ts))
     assert len({t.visible.base_patch for t in swe_tasks(ts)}) == len(ts)  # no two tasks with the same diff
@@ -599,6 +599,7 @@ def test_v2_set_hides_its_tests_and_records_difficulty():
         v, h = t.visible, t.hidden
         assert v.source == "sandgym.swe_factory/2" and h.test_patch
         d = v.difficulty
+        assert d is not None, t.id  # the factory records every task's difficulty
         assert d.failing_tests == len(h.FAIL_TO_PASS) and 1 <= d.held_out < d.failing_tests
         removed = {line[1:].strip() for line in v.base_patch.splitlines() if line.startswith("-def ")}
         for test_id in h.FAIL_TO_PASS:  # every failing test's definition is out of the start state
