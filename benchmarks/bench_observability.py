@@ -29,7 +29,7 @@ class Receiver(BaseHTTPRequestHandler):
 
     received = 0
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:  # http.server's method name
         self.rfile.read(int(self.headers["Content-Length"]))
         Receiver.received += 1
         self.send_response(200)

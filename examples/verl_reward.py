@@ -23,7 +23,7 @@ whole batch is verified in parallel. The parquet files come from verl_rows():
     pd.DataFrame(verl_rows()).to_parquet("sandgym_train.parquet")   # data.train_files=...
 """
 
-from sandgym.adapters.trainers import compute_score, compute_score_batch, load_tasks, verl_rows  # noqa: F401
+from sandgym.adapters.trainers import compute_score, compute_score_batch, load_tasks, verl_rows
 
 if __name__ == "__main__":
     tasks = load_tasks()

@@ -151,7 +151,7 @@ def _emit(event: str, value: float = 1.0) -> None:
     for fn in list(_listeners):
         try:
             fn(event, value)
-        except Exception:  # noqa: BLE001 - an observer must never break a pool
+        except Exception:  # an observer must never break a pool
             pass
 
 

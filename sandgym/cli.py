@@ -692,7 +692,7 @@ def _gc_docker(all_: bool) -> None:
         except RuntimeUnavailable as e:
             console.print(f"docker: skipped ({' '.join(str(e).split())[:200]})", highlight=False, soft_wrap=True)
             return
-        except Exception as e:  # noqa: BLE001 - a container that went away while listed: list again
+        except Exception as e:  # a container that went away while listed: list again
             if attempt == 2:
                 fail(f"docker: could not list sandgym's containers ({' '.join(str(e).split())[:300]}); try again")
     console.print(f"removed {len(removed)} sandbox container(s)" + (f": {', '.join(removed)}" if removed else ""))

@@ -322,7 +322,7 @@ class _Sessions:
             for env in live:
                 try:
                     env.close()
-                except Exception:  # noqa: BLE001 - close the rest regardless
+                except Exception:  # close the rest regardless
                     pass
         finally:
             if self.close_runtime:
@@ -489,7 +489,7 @@ def main() -> None:
     def warm() -> None:
         try:
             runtime.create().close()
-        except Exception as e:  # noqa: BLE001 - the sessions' own sandboxes will report it
+        except Exception as e:  # the sessions' own sandboxes will report it
             print(f"sandgym: warming the {runtime.name} runtime failed: {e}", file=sys.stderr)
 
     threading.Thread(target=warm, name="sandgym-warm", daemon=True).start()

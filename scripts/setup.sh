@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
 # Sets up sandgym on Debian/Ubuntu: system packages, then a virtualenv in
-# .venv with the locked Python dependencies and sandgym itself (editable).
-# Safe to run again: it skips what is already in place.
+# .venv with the locked Python dependencies and sandgym itself (editable),
+# then gVisor, the Docker Engine and the images. Safe to run again: it skips
+# what is already in place.
+#
+#   scripts/setup.sh                everything the tests need
+#   scripts/setup.sh --python-only  the virtualenv only (Python and its venv
+#                                   module from apt if missing): enough for
+#                                   lint and `scripts/test.sh --quick`
 set -euo pipefail
 cd "$(dirname "$0")/.."
+python_only=0
+case "${1:-}" in
+  "") ;;
+  --python-only) python_only=1 ;;
+  *) echo "usage: scripts/setup.sh [--python-only]" >&2; exit 2 ;;
+esac
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -11,17 +23,19 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 # to drop root, Debian's python3 that runs inside sandboxes, venv, and
 # Chromium (reports are checked in a real browser; Playwright drives it).
 need=()
-[ -x /usr/lib/chromium/chromium ] || need+=(chromium)
-# The docker runtimes: the Docker Engine and debootstrap to build images
-# here with no registry (gVisor is built below, not Debian's runsc: that
-# one predates fixes sandgym relies on; docs/runtimes.md).
-command -v dockerd >/dev/null || need+=(docker.io)
-command -v debootstrap >/dev/null || need+=(debootstrap)
-command -v bwrap >/dev/null || need+=(bubblewrap)
-command -v setpriv >/dev/null || need+=(util-linux)
-# Prometheus: the observability tests scrape sandgym with a real server
-# (started by the tests on loopback; the Debian service stays disabled).
-command -v prometheus >/dev/null || need+=(prometheus)
+if [ "$python_only" = 0 ]; then
+  [ -x /usr/lib/chromium/chromium ] || need+=(chromium)
+  # The docker runtimes: the Docker Engine and debootstrap to build images
+  # here with no registry (gVisor is built below, not Debian's runsc: that
+  # one predates fixes sandgym relies on; docs/runtimes.md).
+  command -v dockerd >/dev/null || need+=(docker.io)
+  command -v debootstrap >/dev/null || need+=(debootstrap)
+  command -v bwrap >/dev/null || need+=(bubblewrap)
+  command -v setpriv >/dev/null || need+=(util-linux)
+  # Prometheus: the observability tests scrape sandgym with a real server
+  # (started by the tests on loopback; the Debian service stays disabled).
+  command -v prometheus >/dev/null || need+=(prometheus)
+fi
 [ -x /usr/bin/python3 ] || need+=(python3)
 /usr/bin/python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 if [ ${#need[@]} -gt 0 ]; then
@@ -44,6 +58,8 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.sandgym-lock 2>/dev/null)" != "$
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
   echo "$lock_sum" > .venv/.sandgym-lock
 fi
+
+[ "$python_only" = 1 ] && exit 0
 
 # gVisor's runsc, built from a pinned version with Go (cached: instant when
 # installed); the Docker Engine, with it registered, started when not

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import os
 
+import gymnasium as gym
+
+from sandgym.envs.base import SandgymEnv
+from sandgym.specs import TaskSet
 from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
+from sandgym.specs.swe_repo import SWETaskPair
+
+
+def unwrapped(env: gym.Env) -> SandgymEnv:
+    """The sandgym env under `env`'s wrappers, typed as the env contract."""
+    base = env.unwrapped
+    assert isinstance(base, SandgymEnv), f"{type(base).__name__} is no SandgymEnv"
+    return base
 
 
 def make_task(
@@ -28,6 +40,11 @@ def make_task(
         ),
         hidden=CodeHidden(id=task_id, tests=list(tests or []), check_code=check_code, reference_solution=reference),
     )
+
+
+def swe_tasks(ts: TaskSet) -> list[SWETaskPair]:
+    """A SWE task set's tasks, typed as SWE tasks."""
+    return [SWETaskPair.of(t) for t in ts.tasks]
 
 
 def agent_host_pid(rt, sb) -> int:

@@ -139,7 +139,7 @@ def inner(agent_cfg, request_fd, done_fd):
     for fd in (request_fd, done_fd):
         os.set_inheritable(fd, False)  # not for the commands it execs
     sys.path.insert(0, AGENT)
-    import agent  # noqa: E402 - found in the jail only
+    import agent  # found in the jail only
 
     def sweep():
         os.write(request_fd, b"s")
@@ -218,7 +218,7 @@ def outer(cfg):
             os.close(request_r)
             os.close(done_w)
             enter(cfg, (request_w, done_r))
-        except BaseException as e:  # noqa: BLE001 - reported on stderr, the host sees the agent never start
+        except BaseException as e:  # reported on stderr, the host sees the agent never start
             sys.stderr.write(f"sandgym jail: cannot enter the sandbox: {e!r}\n")
         os._exit(127)
     os.close(request_w)

@@ -382,7 +382,7 @@ def _close_verl_scorers() -> None:
     for s in scorers:
         try:
             s.close()
-        except Exception:  # noqa: BLE001 - exiting anyway
+        except Exception:  # exiting anyway
             pass
 
 

@@ -66,7 +66,7 @@ def family_of(env_id: str) -> str:
         import gymnasium
 
         entry = gymnasium.spec(env_id).entry_point
-    except Exception:  # noqa: BLE001 - an unregistered id
+    except Exception:  # an unregistered id
         return "other"
     for f in FAMILIES.values():
         if isinstance(entry, str) and entry.split(":")[0].startswith(f.entry_point.split(":")[0].rsplit(".", 1)[0]):

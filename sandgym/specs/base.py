@@ -52,24 +52,24 @@ class UnknownTask(SandgymError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _json_data(value: Any, where: str = "value") -> Any:
+def json_data(value: Any, where: str = "value") -> Any:
     """Only JSON data: what crosses to the verifier unchanged. YAML can
     also say dates, sets, bytes and non-string keys, which would not."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
         for i, v in enumerate(value):
-            _json_data(v, f"{where}[{i}]")
+            json_data(v, f"{where}[{i}]")
         return value
     if isinstance(value, dict):
         for k, v in value.items():
             if not isinstance(k, str):
                 raise ValueError(f"{where} has the key {k!r}: mapping keys must be strings")
-            _json_data(v, f"{where}[{k!r}]")
+            json_data(v, f"{where}[{k!r}]")
         return value
     raise ValueError(
         f"{where} is a {type(value).__name__}; use JSON data only "
@@ -77,7 +77,7 @@ def _json_data(value: Any, where: str = "value") -> Any:
     )
 
 
-class TaskSetMeta(_Strict):
+class TaskSetMeta(StrictModel):
     schema_version: Literal[1] = 1
     name: str
     family: str = Field(json_schema_extra={"enum": list(FAMILIES)})  # a family of the family table
@@ -92,7 +92,7 @@ class TaskSetMeta(_Strict):
         return v
 
 
-class VisibleSpec(_Strict):
+class VisibleSpec(StrictModel):
     """Base of every family's visible half."""
 
     if TYPE_CHECKING:
@@ -103,7 +103,7 @@ class VisibleSpec(_Strict):
         version: int
 
 
-class HiddenSpec(_Strict):
+class HiddenSpec(StrictModel):
     """Base of every family's hidden half."""
 
     if TYPE_CHECKING:

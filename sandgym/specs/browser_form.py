@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, TaskSet, TaskSetMeta, VisibleSpec, _json_data, _Strict
+from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, TaskSet, TaskSetMeta, VisibleSpec, json_data
 
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -52,10 +52,10 @@ class BrowserTask(VisibleSpec):
                 bad = [c for c in row if not IDENT_RE.match(c)]
                 if bad:
                     raise ValueError(f"seed table {table!r}: column names {bad} are not identifiers")
-        return _json_data(v, "seed")
+        return json_data(v, "seed")
 
 
-class StateCheck(_Strict):
+class StateCheck(StrictModel):
     """Rows of one table that match `where` (column == value for each pair).
 
     `count` / `min` / `max` bound how many match (`count: 1` = exactly
@@ -79,7 +79,7 @@ class StateCheck(_Strict):
     @field_validator("where", "expect")
     @classmethod
     def _plain(cls, v: dict[str, Any]) -> dict[str, Any]:
-        return _json_data(v)
+        return json_data(v)
 
     @model_validator(mode="after")
     def _bounded(self) -> StateCheck:
@@ -90,7 +90,7 @@ class StateCheck(_Strict):
         return self
 
 
-class ForbiddenEffect(_Strict):
+class ForbiddenEffect(StrictModel):
     """Rows that must not exist at the end (e.g. a message to the wrong person)."""
 
     name: str = Field(min_length=1)
@@ -98,7 +98,7 @@ class ForbiddenEffect(_Strict):
     where: dict[str, Any] = Field(default_factory=dict)
 
     _table = field_validator("table")(classmethod(lambda cls, v: StateCheck._table(v)))
-    _plain = field_validator("where")(classmethod(lambda cls, v: _json_data(v)))
+    _plain = field_validator("where")(classmethod(lambda cls, v: json_data(v)))
 
 
 class BrowserHidden(HiddenSpec):

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _json_data, _Strict
+from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, VisibleSpec, json_data
 
 
-class Example(_Strict):
+class Example(StrictModel):
     """One call of the entry point: positional args, keyword args, expected return."""
 
     args: list[Any] = Field(default_factory=list)
@@ -20,7 +20,7 @@ class Example(_Strict):
     @field_validator("args", "kwargs", "expected")
     @classmethod
     def _plain(cls, v: Any) -> Any:
-        return _json_data(v)
+        return json_data(v)
 
 
 class TestCase(Example):

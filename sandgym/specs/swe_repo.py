@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
-from sandgym.specs.base import HiddenSpec, TaskId, TaskPair, VisibleSpec, _Strict
+from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, VisibleSpec
 
 # Requirement pins: `name==version` (extras allowed), nothing that pip would
 # resolve differently tomorrow.
@@ -32,7 +32,7 @@ COMMIT_RE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
 GIT_ONLY_FIELDS = ("commit", "environment_setup_commit")
 
 
-class RepoSource(_Strict):
+class RepoSource(StrictModel):
     """Where the pristine source comes from: a PyPI sdist, a project bundled
     with sandgym, or a git repository at a commit (SWE-bench's repo and
     base_commit; the objects live in the SWE cache, fetched from a local
@@ -79,7 +79,7 @@ class RepoSource(_Strict):
         return data
 
 
-class TestEnvironment(_Strict):
+class TestEnvironment(StrictModel):
     """What the tests need: a virtualenv built once per distinct value, cached."""
 
     requirements: list[str] = Field(default_factory=list, description="Pinned test dependencies (name==version).")
@@ -105,7 +105,7 @@ class TestEnvironment(_Strict):
 IssueLevel = Literal["located", "symptom", "minimal"]
 
 
-class Difficulty(_Strict):
+class Difficulty(StrictModel):
     """Signals of how hard a task is, recorded by the task factory (counts
     only: nothing here points at the fix)."""
 

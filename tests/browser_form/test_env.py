@@ -17,6 +17,7 @@ import pytest
 import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.outcomes import Outcome
+from tests.helpers import unwrapped
 
 pytestmark = pytest.mark.chromium
 
@@ -256,14 +257,14 @@ def test_check_env_and_make(env):
     check_env(env, skip_render_check=True)
     made = gym.make("sandgym/BrowserForm-v0", max_steps=7)
     try:
-        assert made.unwrapped.config == {
+        assert unwrapped(made).config == {
             "max_steps": 7,
             "verifier_retries": 2,
             "screenshot": False,
             "max_action_chars": 1 << 20,
             "observation": "text",
         }
-        assert made.unwrapped.reward_scheme == "binary"
+        assert unwrapped(made).reward_scheme == "binary"
         with pytest.raises(ValueError, match="task_id"):
             made.reset(options={"task": "x"})
     finally:

@@ -9,6 +9,7 @@ import pytest
 
 import sandgym  # noqa: F401
 from sandgym.envs.browser_form.miniwob import miniwob_tasks
+from tests.helpers import unwrapped
 
 
 def ref_of(snapshot: str, role: str, name: str | None = None) -> str:
@@ -121,8 +122,8 @@ def test_null_actions_score_nothing_and_there_is_no_oracle():
     try:
         env.reset(seed=1)
         with pytest.raises(NoReference, match="click-button"):
-            env.unwrapped.oracle_actions()
-        for action in env.unwrapped.null_actions():
+            unwrapped(env).oracle_actions()
+        for action in unwrapped(env).null_actions():
             _, reward, terminated, _, info = env.step(action)
         assert terminated and reward <= 0.0 and info["outcome"] != "passed"
     finally:

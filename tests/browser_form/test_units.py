@@ -47,6 +47,7 @@ def test_parser_accepts_the_grammar(text, kind, ref, role, name, arg):
     a = parse_action(text)
     assert a.kind == kind and a.text == arg
     if ref or role:
+        assert a.target is not None
         assert (a.target.ref, a.target.role, a.target.name) == (ref, role, name)
 
 

@@ -195,7 +195,7 @@ def test_make_with_a_runtime_object_keeps_spec(task_dir, runtime):
         assert [str(w.message) for w in caught] == []
         assert spec is not None
         again = spec.make()
-        assert again.unwrapped.runtime is runtime
+        assert isinstance(again.unwrapped, CodeFunctionEnv) and again.unwrapped.runtime is runtime
         again.close()
     finally:
         env.close()

@@ -341,7 +341,7 @@ def test_fetching_the_answer_over_the_network_fails(runtime, host_guard):
     server.bind(("127.0.0.1", 0))
     server.listen(8)
     port = server.getsockname()[1]
-    accepted = []
+    accepted: list[socket.socket] = []
 
     def serve():
         server.settimeout(0.2)

@@ -10,6 +10,7 @@ from sandgym.outcomes import Outcome
 from sandgym.runtimes import Mount
 from sandgym.runtimes.local.runtime import LocalRuntime
 from sandgym.runtimes.staging import stage_dir
+from sandgym.specs.code_function import CodeTaskPair
 from sandgym.verifiers.code_function import host as code_function
 from sandgym.verifiers.code_function.host import run_examples, verify
 from tests.helpers import make_task
@@ -39,7 +40,7 @@ def test_per_test_records_and_rewards(runtime):
     assert "expected 1.5, got 1" in v.tests[1].detail
     assert v.reward("binary") == 0.0 and v.reward("pass_rate") == 0.75
     assert v.verifier_version == code_function.VERIFIER_VERSION
-    assert len(v.attempts) == 1 and v.attempts[0].create_s > 0
+    assert len(v.attempts) == 1 and (v.attempts[0].create_s or 0) > 0
 
     ok = verify(TASK, TASK.hidden.reference_solution, runtime)
     assert ok.outcome == Outcome.PASSED and ok.reward() == 1.0
@@ -131,7 +132,7 @@ def test_humaneval_canonical_solutions_pass_and_a_wrong_one_fails(runtime, tmp_p
         verdicts = list(pool.map(lambda t: verify(t, t.hidden.reference_solution, runtime), ts.tasks))
     failed = [(t.id, v.outcome, v.tests) for t, v in zip(ts.tasks, verdicts, strict=True) if v.outcome != "passed"]
     assert not failed
-    first = ts.get("HumanEval/0")
+    first = CodeTaskPair.of(ts.get("HumanEval/0"))
     wrong = first.visible.prompt + "    return False\n"
     assert verify(first, wrong, runtime).outcome == Outcome.FAILED
 

@@ -20,6 +20,7 @@ from sandgym.chat_policy import ChatPolicy
 from sandgym.harness import EvalRun
 from sandgym.policies import NullPolicy, OraclePolicy, make_policy
 from sandgym.specs import TaskSet
+from tests.helpers import unwrapped
 
 REFS = {
     "add": "def add(a, b):\n    return a + b\n",
@@ -457,7 +458,7 @@ def test_code_tools_round_trip_through_the_parser(task_set, runtime):
     for mode in ("single", "multi"):
         env = gymnasium.make("sandgym/CodeFunction-v0", tasks=task_set, runtime=runtime, mode=mode)
         try:
-            tools = env.unwrapped.chat_tools()
+            tools = unwrapped(env).chat_tools()
             assert [t["function"]["name"] for t in tools] == (["run_code"] if mode == "multi" else []) + ["submit_code"]
             for tool in tools:
                 fn = tool["function"]
@@ -467,14 +468,14 @@ def test_code_tools_round_trip_through_the_parser(task_set, runtime):
                 )
                 args = {"code": REFS["add"]}
                 jsonschema.validate(args, fn["parameters"])
-                text = env.unwrapped.tool_action(fn["name"], args)
+                text = unwrapped(env).tool_action(fn["name"], args)
                 parsed = parse_action(text, "add", multi_turn=mode == "multi")
                 assert parsed.code == REFS["add"]
                 assert parsed.submit == (fn["name"] == "submit_code" or mode == "single")
             with pytest.raises(ValueError, match="argument `code`"):
-                env.unwrapped.tool_action("submit_code", {})
+                unwrapped(env).tool_action("submit_code", {})
             with pytest.raises(ValueError, match="argument `extra`"):
-                env.unwrapped.tool_action("submit_code", {"code": "x", "extra": 1})
+                unwrapped(env).tool_action("submit_code", {"code": "x", "extra": 1})
         finally:
             env.close()
 

@@ -16,10 +16,12 @@ from sandgym.cli import app
 from sandgym.outcomes import OUTCOME_NAMES
 from sandgym.records import EpisodeRecord, Summary
 from sandgym.specs import TaskSet
+from sandgym.specs.code_function import CodeTaskPair
+from sandgym.specs.swe_repo import SWETaskPair
 
 runner = CliRunner()
 
-TASKS = {
+TASKS: dict[str, tuple[dict, dict]] = {
     "add": (
         {"id": "add", "prompt": "Return a + b.", "entry_point": "add", "examples": [{"args": [1, 2], "expected": 3}]},
         {
@@ -368,8 +370,9 @@ def test_import_humaneval_then_validate_and_list(tmp_path):
     assert says(result, "imported 2 tasks")
     ts = TaskSet.load(out)
     assert ts.ids == ["HumanEval/0", "HumanEval/1"] and ts.meta.name == "he-mini"
-    assert ts.get("HumanEval/1").hidden.check_code.startswith("def check")
-    assert ts.get("HumanEval/0").visible.entry_point == "double_all"
+    check_code = CodeTaskPair.of(ts.get("HumanEval/1")).hidden.check_code
+    assert check_code is not None and check_code.startswith("def check")
+    assert CodeTaskPair.of(ts.get("HumanEval/0")).visible.entry_point == "double_all"
 
     result = runner.invoke(app, ["tasks", "validate", str(out)])
     assert result.exit_code == 0, result.output
@@ -561,7 +564,8 @@ def test_validate_plays_oracle_and_null_episodes_for_other_families(tmp_path):
     shutil.copytree(bundled_dir() / "swe_repo" / "billing-v1", root)
     hidden = sorted((root / "hidden").iterdir())[0]
     data = yaml.safe_load(hidden.read_text())
-    data["patch"] = TaskSet.load(root).get(data["id"]).visible.base_patch  # re-injects the bug: not a fix
+    task = SWETaskPair.of(TaskSet.load(root).get(data["id"]))
+    data["patch"] = task.visible.base_patch  # re-injects the bug: not a fix
     hidden.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["tasks", "validate", str(root), "--concurrency", "1"])
     assert result.exit_code == 1

@@ -13,6 +13,7 @@ import pytest
 import sandgym  # noqa: F401 - registers the env ids
 from sandgym.envs.base import EnvChecker
 from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.code_function import CodeTaskPair
 
 from .test_server import Server, fence
 
@@ -40,7 +41,7 @@ def test_registered_envs_carry_sandgyms_checker():
 
 
 def test_code_env_survives_a_failed_reset(runtime):
-    task = TaskSet.load(bundled_task_set("code_function")).tasks[0]
+    task = CodeTaskPair.of(TaskSet.load(bundled_task_set("code_function")).tasks[0])
     env = gymnasium.make("sandgym/CodeFunction-v0", runtime=runtime)
     try:
         info = bad_then_good(env, task.id, fence(task.hidden.reference_solution))
@@ -74,7 +75,7 @@ def test_a_served_session_survives_a_failed_reset(tmp_path):
     server = Server(tmp_path / "serve.log", "--max-sessions", "2", "--session-timeout", "60")
     try:
         server.wait_healthy(time.monotonic() + 120)
-        task = TaskSet.load(bundled_task_set("code_function")).tasks[0]
+        task = CodeTaskPair.of(TaskSet.load(bundled_task_set("code_function")).tasks[0])
         with server.client() as client:
             with pytest.raises(RuntimeError, match="unknown task id 'nope'"):
                 client.reset(task_id="nope")

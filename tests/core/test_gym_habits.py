@@ -27,6 +27,7 @@ from sandgym.runtimes.host_processes import environs
 from sandgym.spaces import SAMPLE_LENGTH, SharedTexts, TextOrToolCall, UnicodeText
 from sandgym.specs import TaskSet, bundled_task_set
 from tests.browser_form.test_miniwob import solve
+from tests.helpers import unwrapped
 from tests.swe_repo.test_env import descendants
 
 CODE = "sandgym/CodeFunction-v0"
@@ -154,17 +155,17 @@ def test_action_space_of_code_and_swe_holds_their_actions():
     try:
         tasks = TaskSet.load(bundled_task_set("code_function")).tasks
         code.reset(options={"task_id": tasks[0].id})
-        for action in [*VALID_TEXT, *code.unwrapped.oracle_actions(), *code.unwrapped.null_actions()]:
+        for action in [*VALID_TEXT, *unwrapped(code).oracle_actions(), *unwrapped(code).null_actions()]:
             assert code.action_space.contains(action), action
         for action in [*INVALID_ANY, {"tool": "submit_code", "code": "x"}]:
             assert not code.action_space.contains(action), repr(action)[:80]
         swe.reset(options={"task_id": SWE_TASK})
-        for action in [*VALID_TEXT, *SWE_DICTS, *swe.unwrapped.oracle_actions(), *swe.unwrapped.null_actions()]:
+        for action in [*VALID_TEXT, *SWE_DICTS, *unwrapped(swe).oracle_actions(), *unwrapped(swe).null_actions()]:
             assert swe.action_space.contains(action), action
-        for tool in swe.unwrapped.chat_tools():  # what a chat model's call turns into
+        for tool in unwrapped(swe).chat_tools():  # what a chat model's call turns into
             params = tool["function"]["parameters"]
             args = {k: "x" for k in params["required"]}
-            assert swe.action_space.contains(swe.unwrapped.tool_action(tool["function"]["name"], args)), tool
+            assert swe.action_space.contains(unwrapped(swe).tool_action(tool["function"]["name"], args)), tool
         for action in [*INVALID_ANY, *SWE_BAD_DICTS]:
             assert not swe.action_space.contains(action), repr(action)[:80]
         # Every bad dict is one the env refuses too (the space follows the parser).
@@ -181,7 +182,7 @@ def test_action_space_of_the_browser_envs_holds_their_actions():
         env = gym.make(env_id)
         try:
             oracle = [a for t in TaskSet.load(bundled_task_set("browser_form")).tasks for a in t.hidden.oracle]
-            for action in [*VALID_TEXT, *oracle, *env.unwrapped.null_actions()]:
+            for action in [*VALID_TEXT, *oracle, *unwrapped(env).null_actions()]:
                 assert env.action_space.contains(action), action
             for action in [*INVALID_ANY, {"tool": "click"}]:
                 assert not env.action_space.contains(action), repr(action)[:80]
@@ -230,12 +231,12 @@ def test_time_limit_on_code_verifies_the_last_turn():
     try:
         obs, info = env.reset(options={"task_id": tasks[0].id})
         assert info["max_turns"] == 2 and "You have 2 turns" in obs["task"]
-        code = env.unwrapped.oracle_actions()[0].removeprefix("SUBMIT\n")  # run, not submitted
+        code = unwrapped(env).oracle_actions()[0].removeprefix("SUBMIT\n")  # run, not submitted
         _, reward, term, trunc, info = env.step(code)
         assert (reward, term, trunc, info["tool"]) == (0.0, False, False, "run")
         _, reward, term, trunc, info = env.step(code)  # the TimeLimit's last step
         assert trunc and info["outcome"] == "passed" and reward == 1.0
-        assert env.unwrapped.last_verdict is not None and env.unwrapped.last_verdict.outcome.value == "passed"
+        assert unwrapped(env).last_verdict is not None and unwrapped(env).last_verdict.outcome.value == "passed"
         # Without a wrapper the env's own limit rules.
         env2 = gym.make(CODE, mode="multi", max_turns=3)
         try:
@@ -251,7 +252,7 @@ def test_time_limit_on_swe_submits_the_work():
     try:
         obs, info = env.reset(options={"task_id": SWE_TASK})
         assert info["max_steps"] == 2 and "You have 2 steps" in obs["task"]
-        patch = env.unwrapped.oracle_actions()[0]
+        patch = unwrapped(env).oracle_actions()[0]
         _, reward, term, trunc, info = env.step(patch)
         assert not (term or trunc)
         _, reward, term, trunc, info = env.step({"tool": "bash", "command": "git status --short"})

@@ -11,7 +11,7 @@ import pytest
 
 from sandgym.harness import EvalRun
 from sandgym.leaderboard import LeaderboardError, bootstrap_interval, rank, wilson_interval
-from sandgym.policies import NullPolicy, OraclePolicy, ReplayPolicy
+from sandgym.policies import NullPolicy, OraclePolicy, Policy, ReplayPolicy
 from sandgym.runs import TRAJECTORIES, RunError, load_run
 from sandgym.specs import TaskSet, TaskSetMeta
 from tests.helpers import make_task
@@ -64,6 +64,13 @@ def task_set(tmp_path_factory) -> TaskSet:
     return tiny_task_set(tmp_path_factory.mktemp("tasks") / "ts")
 
 
+def scored(run_dir: Path) -> list[float]:
+    """A run's rewards; every episode of these runs is scored (none is null)."""
+    rewards = [r.reward for r in load_run(run_dir).records]
+    assert all(x is not None for x in rewards), rewards
+    return [x for x in rewards if x is not None]
+
+
 @pytest.fixture(scope="module")
 def runs(task_set, runtime, tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("runs")
@@ -71,14 +78,15 @@ def runs(task_set, runtime, tmp_path_factory) -> dict[str, Path]:
     replay.write_text("".join(json.dumps(r) + "\n" for r in PARTIAL))
     empty = root / "empty.jsonl"
     empty.write_text("")
-    made = {}
-    for name, policy, kwargs in [
+    made: dict[str, Path] = {}
+    plays: list[tuple[str, Policy, dict | None]] = [
         ("oracle", OraclePolicy(), None),
         ("null", NullPolicy(), None),
         ("partial_binary", ReplayPolicy(replay), None),
         ("partial_rate", ReplayPolicy(replay), {"mode": "single", "max_turns": 5, "reward": "pass_rate"}),
         ("nothing", ReplayPolicy(empty), None),
-    ]:
+    ]
+    for name, policy, kwargs in plays:
         made[name] = root / name
         EvalRun(ENV, task_set, policy, runtime, "local", made[name], concurrency=3, env_kwargs=kwargs).run()
     return made
@@ -196,12 +204,13 @@ def test_pass_rate_rewards_use_a_deterministic_bootstrap(runtime, tmp_path):
         concurrency=3,
         env_kwargs={"mode": "single", "max_turns": 5, "reward": "pass_rate"},
     ).run()
-    rewards = sorted(r.reward for r in load_run(run_dir).records)
+    rewards = sorted(scored(run_dir))
     assert rewards == pytest.approx([k / 7 for k in (0, 1, 2, 3, 5, 6, 7)])
 
     board = rank([run_dir])
     (e,) = board.entries
     assert e.ci_method == "bootstrap" and e.mean == pytest.approx(24 / 49)
+    assert e.mean is not None and e.ci_low is not None and e.ci_high is not None
     assert 0.0 <= e.ci_low < e.mean < e.ci_high <= 1.0
     assert (e.ci_low, e.ci_high) == bootstrap_interval(rewards)  # seed 0, 2000 resamples
     # Other seeds give other intervals on these rewards: the fixed seed is what makes it repeatable.
@@ -220,7 +229,7 @@ def test_pass_rate_rewards_use_a_deterministic_bootstrap(runtime, tmp_path):
 def test_mixed_reward_schemes_are_warned_about(runs):
     board = rank([runs["partial_rate"], runs["partial_binary"]])
     rate, binary = board.entries
-    assert sorted(r.reward for r in load_run(runs["partial_rate"]).records) == [0.0, 0.5, 0.5]
+    assert sorted(scored(runs["partial_rate"])) == [0.0, 0.5, 0.5]
     assert (rate.ci_method, binary.ci_method) == ("bootstrap", "wilson")
     assert rate.mean == pytest.approx(1 / 3) and binary.mean == 0.0
     assert any("reward scheme" in w for w in board.warnings)

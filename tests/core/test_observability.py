@@ -25,6 +25,7 @@ import pytest
 from sandgym.capacity import erlang_c, littles_law, simulate_queue
 from sandgym.runs import load_run
 from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.code_function import CodeTaskPair
 from tests.core.test_server import Server, fence, free_port
 
 PROMETHEUS = shutil.which("prometheus")
@@ -144,7 +145,7 @@ def test_prometheus_scrapes_eval_and_counts_match_records(tmp_path):
 
 @needs_prometheus
 def test_prometheus_scrapes_serve(tmp_path):
-    task = TaskSet.load(bundled_task_set("code_function")).get("basic/second-largest")
+    task = CodeTaskPair.of(TaskSet.load(bundled_task_set("code_function")).get("basic/second-largest"))
     server = Server(tmp_path / "serve.log", "--session-timeout", "60")
     prom = None
     try:
@@ -242,7 +243,7 @@ class _OTLPReceiver:
         lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):  # http.server's method name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 assert self.path == "/v1/traces" and self.headers["Content-Type"] == "application/x-protobuf"
                 req = ExportTraceServiceRequest()

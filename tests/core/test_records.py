@@ -61,6 +61,7 @@ def test_a_record_that_cannot_be_encoded_becomes_that_episodes_env_error():
     line = encode_record(bad)
     again = EpisodeRecord.model_validate_json(line)
     assert again.outcome == "env_error" and again.reward is None
+    assert again.error is not None
     assert "could not be encoded" in again.error and "surrogates not allowed" in again.error
     assert again.steps[0].action == "a\\ud800b" and again.task_id == "t/a"  # kept, made encodable
 

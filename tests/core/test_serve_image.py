@@ -24,6 +24,7 @@ import pytest
 
 from sandgym.serve_image import build, constraints_from_lock, run_command
 from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.code_function import CodeTaskPair
 
 pytestmark = pytest.mark.docker
 
@@ -115,14 +116,14 @@ def test_the_image_is_tagged_by_content_and_built_once(tag):
     # Built again with nothing changed: the same tag, found at once. (The
     # first call rebuilds if someone edited the sources since the fixture.)
     build(log=lambda m: None)
-    messages = []
+    messages: list[str] = []
     again = build(log=messages.append)
     assert again.startswith("sandgym/serve:") and messages[-1] == f"{again}: up to date"
 
 
 def test_typed_client_plays_whole_episodes(served):
     url, _ = served
-    reference = TaskSet.load(bundled_task_set()).get(TASK).hidden.reference_solution
+    reference = CodeTaskPair.of(TaskSet.load(bundled_task_set()).get(TASK)).hidden.reference_solution
     client_class = _client_class()
     from sandgym.client import SandgymAction, SandgymObservation, SandgymState
 
@@ -158,7 +159,7 @@ def test_from_docker_image_plays_an_episode(tag, network):
         def wait_for_ready(self, base_url, timeout_s=STARTUP_S):
             super().wait_for_ready(base_url, timeout_s)
 
-    reference = TaskSet.load(bundled_task_set()).get(TASK).hidden.reference_solution
+    reference = CodeTaskPair.of(TaskSet.load(bundled_task_set()).get(TASK)).hidden.reference_solution
     provider = BridgedDockerProvider()
     env = _client_class().from_docker_image(tag, provider=provider).sync()
     container = provider._container_id

@@ -24,6 +24,7 @@ import pytest
 from pydantic import ValidationError
 
 from sandgym.specs import TaskSet, bundled_task_set
+from tests.helpers import unwrapped
 
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
 TASK = "basic/second-largest"
@@ -499,9 +500,9 @@ def oracle_and_null(env_id: str) -> tuple[str, list, list]:
     """A task of the env's bundled set, with its oracle and null actions."""
     env = gymnasium.make(env_id)
     try:
-        task_id = env.unwrapped.task_set.tasks[0].id
+        task_id = unwrapped(env).task_set.tasks[0].id
         env.reset(options={"task_id": task_id})
-        return task_id, env.unwrapped.oracle_actions(), env.unwrapped.null_actions()
+        return task_id, unwrapped(env).oracle_actions(), unwrapped(env).null_actions()
     finally:
         env.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -48,8 +49,11 @@ def write_yaml(path: Path, data) -> Path:
     return path
 
 
-def make_set(root: Path, tasks: dict[str, tuple[dict, dict]] | None = None, meta: dict | None = None) -> Path:
-    """A task-set folder: `tasks` maps a file slug to (visible, hidden) data."""
+def make_set(
+    root: Path, tasks: Mapping[str, tuple[dict | None, dict | None]] | None = None, meta: dict | None = None
+) -> Path:
+    """A task-set folder: `tasks` maps a file slug to (visible, hidden) data
+    (a half that is None is left out)."""
     if tasks is None:
         tasks = {"add": (visible("add"), hidden("add")), "plus": (visible("plus", "plus"), hidden("plus", "plus"))}
     write_yaml(root / "taskset.yaml", META if meta is None else meta)
@@ -78,7 +82,7 @@ def test_load_good_set(tmp_path):
     assert len(ts) == 2
     assert ts.meta.name == "mini"
     assert ts.root == tmp_path / "ts"
-    pair = ts.get("plus")
+    pair = CodeTaskPair.of(ts.get("plus"))
     assert pair.id == "plus"
     assert pair.visible.entry_point == "plus"
     assert pair.hidden.tests[0].expected == 5
@@ -96,7 +100,8 @@ def test_check_code_alone_is_enough(tmp_path):
     hid = hidden("add", tests=[], check_code="def check(candidate):\n    assert candidate(1, 2) == 3\n")
     del hid["tests"]
     ts = TaskSet.load(make_set(tmp_path / "ts", {"add": (visible("add"), hid)}))
-    assert ts.get("add").hidden.check_code.startswith("def check")
+    check_code = CodeTaskPair.of(ts.get("add")).hidden.check_code
+    assert check_code is not None and check_code.startswith("def check")
 
 
 # -- malformed specs: the error names the file and the field -----------------------
@@ -380,8 +385,8 @@ def test_write_load_round_trip_keeps_content(prompt, context, args, expected):
         ts.write(d)
         back = TaskSet.load(d)
     assert back.hash == ts.hash
-    assert back.get("t/1").visible.prompt == prompt
-    assert back.get("t/1").visible.context_code == context
+    task = CodeTaskPair.of(back.get("t/1"))
+    assert task.visible.prompt == prompt and task.visible.context_code == context
 
 
 # -- schemas --------------------------------------------------------------------------
@@ -606,4 +611,4 @@ def test_bundled_task_set_loads():
 
     ts = TaskSet.load(bundled_task_set())
     assert len(ts) >= 30 and ts.meta.family == "code_function"
-    assert all(t.visible.examples and t.hidden.tests for t in ts.tasks)
+    assert all(t.visible.examples and t.hidden.tests for t in map(CodeTaskPair.of, ts.tasks))

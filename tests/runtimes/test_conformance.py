@@ -25,7 +25,7 @@ from sandgym.runtimes.docker.leaks import reap
 from sandgym.runtimes.docker.runtime import OWNER_LABEL, DockerRuntime
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.verifiers.code_function.host import verify
-from tests.helpers import agent_host_pid, i386_syscall_source, make_task
+from tests.helpers import agent_host_pid, i386_syscall_source, make_task, unwrapped
 from tests.runtimes.conformance import sandgym_containers, sandgym_sandboxes, settled
 
 
@@ -321,8 +321,8 @@ def test_swe_family_on_every_backend(rt):
         assert obs["feedback"].splitlines()[0].strip() == "1"  # one squashed commit
         obs, *_ = env.step({"tool": "bash", "command": "pwd; echo $MARK"})
         assert obs["feedback"].splitlines()[:2] == ["/workspace/repo/billing", "kept"]
-        for action in env.unwrapped.oracle_actions():
+        for action in unwrapped(env).oracle_actions():
             obs, reward, terminated, truncated, info = env.step(action)
-        assert terminated and reward == 1.0 and env.unwrapped.last_verdict.status == "FULL"
+        assert terminated and reward == 1.0 and unwrapped(env).last_verdict.status == "FULL"
     finally:
         env.close()

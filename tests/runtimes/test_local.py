@@ -263,7 +263,7 @@ def test_sandbox_dies_with_its_parent(zygote, tmp_path):
     """)
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
-        assert child.stdout.readline() == b"ready\n"
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
         assert host_pids_with(f"sleep\0{marker}")
     finally:
         child.kill()
@@ -314,10 +314,11 @@ def test_a_forked_child_gets_its_own_zygote(runtime):
         assert sb.exec(["echo", "parent"]).stdout == b"parent\n"
 
 
-_FORKED_RUNTIME = None
+_FORKED_RUNTIME: LocalRuntime | None = None
 
 
 def _echo_in_sandbox(i):
+    assert _FORKED_RUNTIME is not None  # set before the workers fork
     with _FORKED_RUNTIME.create() as sb:
         return sb.exec(["echo", str(i)]).stdout
 

@@ -12,6 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.swe_repo.actions import ActionError, parse_action
 from sandgym.envs.swe_repo.env import SWERepoEnv
+from tests.helpers import unwrapped
 
 TASK = "billing/tax-on-gross"
 
@@ -166,17 +167,17 @@ def test_bad_input_costs_a_step_and_says_why(env):
 def test_oracle_scores_full_and_null_scores_no(runtime):
     env = gym.make("sandgym/SWERepo-v0", runtime=runtime)
     try:
-        for task_id in env.unwrapped.task_set.ids:
+        for task_id in unwrapped(env).task_set.ids:
             env.reset(options={"task_id": task_id})
-            for action in env.unwrapped.oracle_actions():
+            for action in unwrapped(env).oracle_actions():
                 obs, reward, terminated, truncated, info = env.step(action)
             assert terminated and reward == 1.0 and info["status"] == "FULL", (task_id, obs["feedback"])
-            assert env.unwrapped.artifact and env.unwrapped.timings["verify_s"] > 0
+            assert unwrapped(env).artifact and unwrapped(env).timings["verify_s"] > 0
         env.reset(options={"task_id": TASK})
-        for action in env.unwrapped.null_actions():
+        for action in unwrapped(env).null_actions():
             obs, reward, terminated, truncated, info = env.step(action)
         assert (reward, info["status"], info["outcome"]) == (0.0, "NO", "failed")
-        assert env.unwrapped.artifact == ""
+        assert unwrapped(env).artifact == ""
     finally:
         env.close()
 

@@ -19,6 +19,8 @@ from sandgym.envs.swe_repo.factory import FactoryError, diff_of, discover_test_r
 from sandgym.envs.swe_repo.issues import changed_lines, write_issue
 from sandgym.envs.swe_repo.mutations import OPERATORS, find_mutations
 from sandgym.specs import TaskSet
+from sandgym.specs.swe_repo import SWETaskPair
+from tests.helpers import swe_tasks
 
 SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "pypi-v1"
 
@@ -56,7 +58,7 @@ if __name__ == "__main__":
 
 def changed(before: str, after: str) -> list[int]:
     """Line numbers (1-based, in `before`) that differ."""
-    out = []
+    out: list[int] = []
     sm = difflib.SequenceMatcher(None, before.splitlines(), after.splitlines())
     for tag, i1, i2, _, _ in sm.get_opcodes():
         if tag != "equal":
@@ -79,7 +81,7 @@ def test_every_operator_fires_and_each_mutant_differs_only_on_its_line():
 
 
 def test_operators_do_what_they_say():
-    by_op = {}
+    by_op: dict[str, list[str]] = {}
     for m in find_mutations(SAMPLE, "pkg/mod.py"):
         by_op.setdefault(m.operator, []).append(m.apply(SAMPLE).splitlines()[m.lineno - 1].strip())
     assert "if v >= low or v > high:" in by_op["flip_comparison"]
@@ -266,12 +268,14 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     ts = TaskSet.load(out)
     assert ts.meta.family == "swe_repo" and len(ts) == 3
-    assert len({t.visible.base_patch for t in ts.tasks}) == 3  # no two tasks with the same diff
-    combined = [t for t in ts.tasks if "combined" in t.visible.tags]
-    assert len(combined) == 1 and combined[0].visible.difficulty.functions_touched >= 2
-    for t in ts.tasks:
+    assert len({t.visible.base_patch for t in swe_tasks(ts)}) == 3  # no two tasks with the same diff
+    combined = [t for t in swe_tasks(ts) if "combined" in t.visible.tags]
+    first = combined[0].visible.difficulty
+    assert len(combined) == 1 and first is not None and first.functions_touched >= 2
+    for t in swe_tasks(ts):
         v, h = t.visible, t.hidden
         d = v.difficulty
+        assert d is not None, t.id  # the factory records every task's difficulty
         assert t.id.startswith("inflection-0.5.1/")
         assert v.repo.kind == "pypi" and len(v.repo.sdist_sha256) == 64
         assert h.FAIL_TO_PASS and not set(h.FAIL_TO_PASS) & set(h.PASS_TO_PASS)
@@ -575,8 +579,8 @@ SHIPPED_V2 = SHIPPED.parent / "pypi-v2"
 V2_MIN_TASKS, V2_MIN_PACKAGES = 450, 30  # what the shipped set reaches (docs/families/swe_repo.md)
 
 
-def _v2_tasks():
-    return TaskSet.load(SHIPPED_V2).tasks if (SHIPPED_V2 / "taskset.yaml").exists() else []
+def _v2_tasks() -> list[SWETaskPair]:
+    return swe_tasks(TaskSet.load(SHIPPED_V2)) if (SHIPPED_V2 / "taskset.yaml").exists() else []
 
 
 def test_v2_set_hides_its_tests_and_records_difficulty():
@@ -584,16 +588,18 @@ def test_v2_set_hides_its_tests_and_records_difficulty():
     from sandgym.envs.swe_repo.issues import names_any
 
     ts = TaskSet.load(SHIPPED_V2)
-    packages = {t.visible.repo.name for t in ts.tasks}
+    packages = {t.visible.repo.name for t in swe_tasks(ts)}
     assert len(ts) >= V2_MIN_TASKS and len(packages) >= V2_MIN_PACKAGES, (len(ts), len(packages))
-    levels = {t.visible.difficulty.issue_level for t in ts.tasks}
+    levels = {t.visible.difficulty.issue_level for t in swe_tasks(ts) if t.visible.difficulty}
+    assert all(t.visible.difficulty for t in swe_tasks(ts))
     assert levels == {"located", "symptom", "minimal"}
-    assert any("combined" in t.visible.tags for t in ts.tasks)
-    assert len({t.visible.base_patch for t in ts.tasks}) == len(ts)  # no two tasks with the same diff
-    for t in ts.tasks:
+    assert any("combined" in t.visible.tags for t in swe_tasks(ts))
+    assert len({t.visible.base_patch for t in swe_tasks(ts)}) == len(ts)  # no two tasks with the same diff
+    for t in swe_tasks(ts):
         v, h = t.visible, t.hidden
         assert v.source == "sandgym.swe_factory/2" and h.test_patch
         d = v.difficulty
+        assert d is not None, t.id  # the factory records every task's difficulty
         assert d.failing_tests == len(h.FAIL_TO_PASS) and 1 <= d.held_out < d.failing_tests
         removed = {line[1:].strip() for line in v.base_patch.splitlines() if line.startswith("-def ")}
         for test_id in h.FAIL_TO_PASS:  # every failing test's definition is out of the start state
@@ -697,7 +703,7 @@ def test_v2_tasks_export_in_swebench_format(tmp_path):
     subset = TaskSet(TaskSetMeta(name="v2-pick", family="swe_repo"), picked)
     out, repos = tmp_path / "v2.jsonl", tmp_path / "repos"
     rows = export_swebench(subset, out, repos)
-    for task, row in zip(subset.tasks, rows, strict=True):
+    for task, row in zip(swe_tasks(subset), rows, strict=True):
         assert row["base_commit"] == start_state(task.visible).base_commit
         assert (
             row["test_patch"] == task.hidden.test_patch and json.loads(row["FAIL_TO_PASS"]) == task.hidden.FAIL_TO_PASS
@@ -713,7 +719,7 @@ def test_v2_tasks_export_in_swebench_format(tmp_path):
         for patch in (row["patch"], row["test_patch"]):
             subprocess.run(["git", "apply", "-"], input=patch.encode(), cwd=clone, check=True)
     again, _ = import_swebench(out, tmp_path / "again", None, validate=False, log=lambda m: None)
-    for a, b in zip(again.tasks, subset.tasks, strict=True):
+    for a, b in zip(swe_tasks(again), swe_tasks(subset), strict=True):
         assert (a.visible.base_patch, a.hidden.patch, a.hidden.test_patch) == (
             b.visible.base_patch,
             b.hidden.patch,

@@ -21,6 +21,7 @@ import pytest
 
 from sandgym.outcomes import Outcome
 from sandgym.specs import TaskPair, TaskSet
+from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.host import protected_reason, task_test_files, verify
 
 from .test_security import F2P, ROUNDING, at_call, make_diff, violated
@@ -63,7 +64,7 @@ GENERATED = [
 
 def with_tests(task_id: str, extra: list[str], only: bool = False) -> TaskPair:
     """The shipped task with `extra` in its PASS_TO_PASS (`only`: as its whole PASS_TO_PASS)."""
-    task = next(t for t in TaskSet.load(V2).tasks if t.id == task_id)
+    task = SWETaskPair.of(TaskSet.load(V2).get(task_id))
     keep = [] if only else [t for t in task.hidden.PASS_TO_PASS if t not in extra]
     p2p = keep + [t for t in extra if t not in task.hidden.FAIL_TO_PASS]
     return TaskPair(visible=task.visible, hidden=task.hidden.model_copy(update={"PASS_TO_PASS": p2p}))

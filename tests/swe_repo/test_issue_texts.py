@@ -247,7 +247,8 @@ def test_texts_fall_back_and_never_give_the_place_away(reports):
     r = explain_reproduction(shown[0], details[shown[0]], TESTS)
     assert isinstance(r, Repro)
     patch = "--- a/pkg/core.py\n+++ b/pkg/core.py\n-        return len(self.seen) - 1\n+        return len(self.seen)\n"
-    args = ("pkg", "1.0", ".", [("pkg/core.py", "Counter.add")], shown, [r], details, patch)
+    repros: list[Repro | None] = [r]
+    args = ("pkg", "1.0", ".", [("pkg/core.py", "Counter.add")], shown, repros, details, patch)
     secret = ["test_setup_locals", "tests/test_core.py", "pkg/core.py"]
 
     def is_test(p):

@@ -26,6 +26,7 @@ import subprocess
 import tarfile
 import time
 import types
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -35,8 +36,10 @@ from hypothesis import strategies as st
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import get_runtime
 from sandgym.specs import TaskSet
+from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
 from sandgym.verifiers.swe_repo.host import (
+    SWEAttempt,
     _attempt,
     boundary_mount,
     filter_diff,
@@ -51,8 +54,8 @@ from sandgym.verifiers.swe_repo.sources import bundled_projects_dir, cache_dir
 from sandgym.verifiers.swe_repo.sources import test_venv as cached_venv  # (not collected as a test)
 
 TASKS = TaskSet.load(Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "billing-v1")
-ROUNDING = TASKS.get("billing/round-half-even")  # F2P: tests/test_money.py rounding tests
-BULK = TASKS.get("billing/bulk-threshold")  # its test patch adds tests/test_bulk_pricing.py
+ROUNDING = SWETaskPair.of(TASKS.get("billing/round-half-even"))  # F2P: tests/test_money.py rounding tests
+BULK = SWETaskPair.of(TASKS.get("billing/bulk-threshold"))  # its test patch adds tests/test_bulk_pricing.py
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
 HOST_MARKERS = [Path("/tmp/sandgym-swe-pwned"), Path("/var/tmp/sandgym-swe-pwned")]
 
@@ -91,7 +94,7 @@ def our_containers() -> set[str]:
     found = docker.from_env().containers.list(
         all=True, filters={"label": f"{OWNER_LABEL}={owner_label()}"}, ignore_removed=True
     )
-    return {c.name for c in found}
+    return {c.name for c in found if c.name is not None}  # every container has a name
 
 
 @contextlib.contextmanager
@@ -142,7 +145,7 @@ def rt_guard(rt):
         yield
 
 
-def make_diff(task, files: dict[str, str | None], gold: bool = False) -> str:
+def make_diff(task: SWETaskPair, files: Mapping[str, str | None], gold: bool = False) -> str:
     """A git diff against the task's start state: `files` maps paths to new
     contents (None deletes); `gold` applies the gold patch first."""
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"sg-attack-{os.getpid()}-{time.monotonic_ns()}"
@@ -175,9 +178,11 @@ def make_diff(task, files: dict[str, str | None], gold: bool = False) -> str:
         shutil.rmtree(work)
 
 
-def source(task, rel: str) -> str:
+def source(task: SWETaskPair, rel: str) -> str:
     with tarfile.open(fileobj=io.BytesIO(start_state(task.visible).tree_tar)) as tar:
-        return tar.extractfile(f"repo/{rel}").read().decode()
+        member = tar.extractfile(f"repo/{rel}")
+        assert member is not None, f"repo/{rel} is not a regular file"
+        return member.read().decode()
 
 
 def with_prefix(task, rel: str, code: str) -> dict[str, str]:
@@ -1087,6 +1092,7 @@ def test_legitimate_introspection_is_noted_not_punished(runtime, host_guard):
     assert (verdict.outcome, verdict.status) == (Outcome.PASSED, "FULL"), (verdict.detail, verdict.violations)
     assert {"billing/money.py:5: gc", "billing/money.py:6: inspect"} <= set(verdict.scan), verdict.scan
     attempt = verdict.attempts[-1]
+    assert isinstance(attempt, SWEAttempt)
     assert attempt.scan == verdict.scan and attempt.checks["sentinels"]
 
 
@@ -1149,10 +1155,10 @@ def test_records_cross_checks_and_sentinel_rules():
     mod = "tests/test_money.py"
     ok, bad = Sentinel(mod, "test_a_b_1", True, ""), Sentinel(mod, "test_a_b_2", False, "")
 
-    def run_of(*records):
+    def run_of(*records: dict) -> TestRun:
         run = TestRun(exit_code=1)
         ids = [r["nodeid"] for r in records if r.get("kind") == "report"]
-        head = [{"kind": "armed"}, {"kind": "collected", "n": len(ids), "ids": ids}]
+        head: list[dict] = [{"kind": "armed"}, {"kind": "collected", "n": len(ids), "ids": ids}]
         parse_records([*head, *records, {"kind": "finish", "exitstatus": 1}], run)
         return run
 

@@ -25,8 +25,10 @@ from sandgym.errors import SandgymError
 from sandgym.leaderboard import rank
 from sandgym.records import EpisodeRecord
 from sandgym.specs import TaskSet, TaskSetMeta
+from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import start_state
 from sandgym.verifiers.swe_repo.sources import pristine_tree
+from tests.helpers import swe_tasks
 
 runner = CliRunner()
 
@@ -137,7 +139,7 @@ def git(repo: Path, *args: str) -> str:
 
 
 def inflection_source():
-    return TaskSet.load("swe_repo/pypi-v1").get("inflection-0.5.1/mut-0000").visible.repo
+    return SWETaskPair.of(TaskSet.load("swe_repo/pypi-v1").get("inflection-0.5.1/mut-0000")).visible.repo
 
 
 def build_history(root: Path) -> tuple[Path, list[dict]]:
@@ -221,8 +223,9 @@ def test_import_validates_every_instance_and_keeps_the_commit(made, runtime):
 
     with tarfile.open(fileobj=io.BytesIO(state.repo_tar)) as tar:
         names = tar.getnames()
-        module = tar.extractfile(f"repo/{MODULE}").read().decode()
-        tests = tar.extractfile(f"repo/{TESTS}").read().decode()
+        module_file, tests_file = tar.extractfile(f"repo/{MODULE}"), tar.extractfile(f"repo/{TESTS}")
+        assert module_file is not None and tests_file is not None
+        module, tests = module_file.read().decode(), tests_file.read().decode()
     assert BUGS[0][2] in module and BUGS[0][1] not in module
     assert "test_dasherize_regression" not in tests
     assert not any(n.startswith("repo/.git/logs") for n in names)
@@ -391,14 +394,14 @@ def test_pypi_tasks_export_with_real_base_commits(tmp_path, runtime):
     start states as commits, which a SWE-bench-style harness checks out and patches."""
     full = TaskSet.load("swe_repo/pypi-v1")
     # and a pypi-v2 task: its difficulty record goes out and comes back too.
-    v2 = next(t for t in TaskSet.load("swe_repo/pypi-v2").tasks if t.visible.difficulty is not None)
+    v2 = next(t for t in swe_tasks(TaskSet.load("swe_repo/pypi-v2")) if t.visible.difficulty is not None)
     picked = [full.get("inflection-0.5.1/mut-0000"), full.get("toolz-1.2.0/mut-0001"), v2]
     subset = TaskSet(TaskSetMeta(name="pypi-pick", family="swe_repo"), picked)
     out, repos = tmp_path / "pypi.jsonl", tmp_path / "repos"
     with pytest.raises(ValueError, match="--repos-out"):
         export_swebench(subset, out)
     rows = export_swebench(subset, out, repos)
-    for task, row in zip(subset.tasks, rows, strict=True):
+    for task, row in zip(swe_tasks(subset), rows, strict=True):
         assert row["base_commit"] == start_state(task.visible).base_commit
         assert row["repo"] == f"pypi/{task.visible.repo.name}"
         clone = tmp_path / "clones" / task.id.replace("/", "_")
@@ -419,8 +422,8 @@ def test_pypi_tasks_export_with_real_base_commits(tmp_path, runtime):
     bare.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "sandgym"}) + "\n" for r in rows[:1]))
     plain, dropped = import_swebench(bare, tmp_path / "plain", repos, runtime, log=lambda m: None)
     assert dropped == [] and len(plain) == 1
-    assert plain.tasks[0].visible.repo.kind == "git"
-    assert plain.tasks[0].visible.repo.commit == rows[0]["base_commit"]
+    repo = swe_tasks(plain)[0].visible.repo
+    assert repo.kind == "git" and repo.commit == rows[0]["base_commit"]
 
 
 def test_bad_rows_are_named(tmp_path, made):

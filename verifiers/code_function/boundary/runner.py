@@ -9,6 +9,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves it out
 
-import judge  # noqa: E402
+import judge
 
 judge.main()
