@@ -48,7 +48,7 @@ def drop_env(slot: dict[str, Any]) -> None:
     if env is not None:
         try:
             env.close()
-        except Exception:  # noqa: BLE001 - a broken env still must not stop the run
+        except Exception:  # a broken env still must not stop the run
             pass
 
 
@@ -74,7 +74,7 @@ def policy_data(agent: Any) -> dict[str, Any]:
     try:
         data = extras()
         json.dumps(data)
-    except Exception as e:  # noqa: BLE001 - the record says what happened
+    except Exception as e:  # the record says what happened
         return {"error": f"record_extras() failed: {type(e).__name__}: {e}"[:2000]}
     return clean_strings(data) if isinstance(data, dict) else {"value": clean_strings(data)}
 
@@ -117,7 +117,7 @@ class Episode:
         try:
             if isinstance(inner, SandgymEnv):
                 inner.abort()
-        except Exception:  # noqa: BLE001 - best effort: the record says what happened
+        except Exception:  # best effort: the record says what happened
             pass
 
 

@@ -160,12 +160,12 @@ class Supervisor:
         if self.player.observer is not None:
             try:
                 self.player.observer.recorded(rec)
-            except Exception as e:  # noqa: BLE001 - an observer's bug ends the run, in order
+            except Exception as e:  # an observer's bug ends the run, in order
                 self.failures.append(e)
         if self.on_record is not None:
             try:
                 self.on_record(rec)
-            except Exception as e:  # noqa: BLE001 - the caller's bug ends the run, in order
+            except Exception as e:  # the caller's bug ends the run, in order
                 self.failures.append(e)
 
     def _abandon(self, why: str) -> None:

@@ -90,7 +90,7 @@ def play_episodes(
             messages.put(("record", w, (ep, rec)))
             if ep.cancel.is_set():
                 drop_env(w.slot)  # it was killed: the next episode gets a fresh one
-    except BaseException as e:  # noqa: BLE001 - re-raised in the supervising thread
+    except BaseException as e:  # re-raised in the supervising thread
         messages.put(("error", w, e))
     finally:
         drop_env(w.slot)
