@@ -129,10 +129,9 @@ def test_the_tree_imports_one_way():
 # Three more rules, over every .py file of sandgym/, envs/, runtimes/,
 # verifiers/ and tests/; each finding names the file and the line.
 
-# Code that runs inside a sandbox lives in folders named `boundary/`; these
-# folders hold such code too until they move under runtimes/boundary/.
+# Code that runs inside a sandbox lives in folders named `boundary/`
+# (runtimes/boundary/, verifiers/<family>/boundary/).
 IN_SANDBOX_FOLDER = "boundary"
-IN_SANDBOX_MORE = ("runtimes/agent", "runtimes/browser_sandbox")
 SCANNED = (*PACKAGES, "tests")
 # The families: one folder each under envs/ (and verifiers/, sandgym/specs/, tests/).
 FAMILY_NAMES = tuple(sorted(p.parent.name for p in (ROOT / "envs").glob("*/__init__.py")))
@@ -157,10 +156,6 @@ PRIVATE_RULE_SKIPS = ("tests",)
 # their branches are merged, then this list is emptied.
 # (file, what the finding says after "file:line: ").
 KNOWN = {
-    # runtimes/images.py's _docker (a private name) used by two other modules
-    ("sandgym/serve_image.py", "imports _docker from sandgym.runtimes.images: a private name, outside its module"),
-    ("runtimes/docker.py", "imports _docker from sandgym.runtimes.images: a private name, outside its module"),
-    ("runtimes/browser.py", "imports _stage from sandgym.runtimes.staging: a private name, outside its module"),
     (
         "envs/swe_repo/swebench.py",
         "imports _norm from sandgym.envs.swe_repo.factory: a private name, outside its module",
@@ -184,9 +179,6 @@ def sandbox_root(rel: Path) -> Path | None:
     """The in-sandbox folder `rel` (a path under ROOT) belongs to, if any."""
     if IN_SANDBOX_FOLDER in rel.parts[:-1]:
         return Path(*rel.parts[: rel.parts.index(IN_SANDBOX_FOLDER) + 1])
-    for more in IN_SANDBOX_MORE:
-        if rel.is_relative_to(more):
-            return Path(more)
     return None
 
 
@@ -324,7 +316,7 @@ def test_in_sandbox_code_families_and_private_names():
     [
         ("verifiers/code_function/boundary/judge.py", "import yaml\n", "standard library"),
         ("verifiers/code_function/boundary/judge.py", "from sandgym.errors import SandgymError\n", "standard library"),
-        ("runtimes/agent/agent.py", "def f():\n    import pydantic\n", "standard library"),
+        ("runtimes/boundary/agent.py", "def f():\n    import pydantic\n", "standard library"),
         ("envs/code_function/env.py", "from sandgym.verifiers.browser_form.host import verify\n", "family"),
         ("sandgym/specs/browser_form.py", "from sandgym.specs.code_function import CodeTask\n", "family"),
         ("tests/code_function/test_env.py", "from tests.swe_repo import test_env\n", "family"),

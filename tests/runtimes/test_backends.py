@@ -1,8 +1,8 @@
 """The backend table (runtimes/backends.py) and the folder rules it stands on:
 every entry's import strings resolve; names are looked up in the table, not
 branched on; a backend folder imports only the shared modules and itself;
-the in-sandbox code imports only the standard library; importing
-sandgym.runtimes imports no backend."""
+importing sandgym.runtimes imports no backend. (That runtimes/boundary/
+imports only the standard library is tests/core/test_layers.py's rule.)"""
 
 from __future__ import annotations
 
@@ -92,32 +92,10 @@ def test_a_backend_folder_imports_no_other_backend():
     assert wrong == []
 
 
-# Besides the standard library: the agent's files, which sit next to it in the
-# sandbox (nest.py; jail_launch.py runs agent.py), and the server of the
-# browser sandbox's app, from the site.zip mounted with it.
-SANDBOX_PROVIDED = ("__future__", "agent", "nest", "uvicorn")
-
-
-def test_the_in_sandbox_code_imports_only_the_standard_library():
-    files = sorted((RUNTIMES / "boundary").glob("*.py"))
-    assert {p.name for p in files} >= {"agent.py", "nest.py", "launcher.py", "jail_launch.py"}
-    wrong = []
-    for path in files:
-        for line, module in _imports(path, "sandgym.runtimes.boundary"):
-            top = module.split(".")[0]
-            if top not in sys.stdlib_module_names and top not in SANDBOX_PROVIDED:
-                wrong.append(f"runtimes/boundary/{path.name}:{line} imports {module}")
-    assert wrong == []
-
-
-# Imports sandgym.runtimes with sandgym's own __init__ skipped (it registers
-# the envs, which use backends): what the runtimes package itself pulls in.
+# What the runtimes package itself pulls in (`import sandgym` loads no
+# runtimes module: tests/core/test_import_graph.py).
 PROBE = """
-import importlib.util, json, sys, types
-spec = importlib.util.find_spec("sandgym")
-bare = types.ModuleType("sandgym")
-bare.__path__ = list(spec.submodule_search_locations)
-sys.modules["sandgym"] = bare
+import json, sys
 import sandgym.runtimes, sandgym.runtimes.browser
 print(json.dumps(sorted(m for m in sys.modules if m.startswith("sandgym."))))
 """
