@@ -47,6 +47,11 @@ class Family:
     # "module:function(task_set, out: Path, options: dict) -> str"), for
     # `sandgym tasks export --format NAME` (the function returns a summary line).
     exporters: tuple[tuple[str, str], ...] = ()
+    # CLI commands of the family's own, in its folder: (where it mounts, as
+    # the words that run it: "tasks import humaneval", "module:function" of a
+    # typer command function). The core CLI lists them under that group and
+    # imports the module only when the command runs (sandgym/cli/family_commands.py).
+    cli_commands: tuple[tuple[str, str], ...] = ()
 
 
 FAMILIES: dict[str, Family] = {
@@ -61,6 +66,7 @@ FAMILIES: dict[str, Family] = {
             image_recipe="python",
             validator="sandgym.verifiers.code_function.host:validate_task",
             predictions="sandgym.envs.code_function.humaneval:verify_sample",
+            cli_commands=(("tasks import humaneval", "sandgym.envs.code_function.cli:import_humaneval_cmd"),),
         ),
         Family(
             name="swe_repo",
@@ -71,6 +77,10 @@ FAMILIES: dict[str, Family] = {
             image_recipe="python-git",
             predictions="sandgym.envs.swe_repo.swebench:verify_prediction",
             exporters=(("swebench", "sandgym.envs.swe_repo.swebench:export_task_set"),),
+            cli_commands=(
+                ("tasks import swebench", "sandgym.envs.swe_repo.cli:import_swebench_cmd"),
+                ("tasks make-swe", "sandgym.envs.swe_repo.cli:make_swe_cmd"),
+            ),
         ),
         Family(
             name="browser_form",
