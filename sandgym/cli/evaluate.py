@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -20,6 +20,7 @@ from ..outcomes import OUTCOME_NAMES
 from .shared import console, env_options, err_console, fail, load_task_set
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.table import Table
 
 
@@ -222,17 +223,7 @@ def eval_cmd(
             run.observer = observing.observer
         chosen = _chosen_tasks(run.task_set, task_id, limit)
         n = len(chosen or run.task_set.ids) * epochs
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[tally]}"),
-            TimeElapsedColumn(),
-            console=err_console(),
-            disable=not sys.stderr.isatty(),
-        ) as progress:
+        with episode_progress() as progress:
             bar = progress.add_task("episodes", total=n, tally="")
             tally: dict[str, int] = {}
 
@@ -267,6 +258,44 @@ def eval_cmd(
     console().print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}", highlight=False)
     if stuck:
         _exit(0, stuck)
+
+
+class NoProgress:
+    """The progress display where standard error is no terminal (rich's
+    would show nothing there): the same calls, and no rich imported before
+    the first episode starts."""
+
+    @property
+    def console(self) -> Console:
+        return err_console()
+
+    def __enter__(self) -> NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: Any, **fields: Any) -> int:
+        return 0
+
+    def update(self, *args: Any, **fields: Any) -> None:
+        return None
+
+
+def episode_progress() -> Any:
+    """The eval's progress bar on standard error (a terminal only)."""
+    if not sys.stderr.isatty():
+        return NoProgress()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[tally]}"),
+        TimeElapsedColumn(),
+        console=err_console(),
+    )
 
 
 def _exit(code: int, stuck: list) -> None:
