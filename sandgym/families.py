@@ -73,6 +73,11 @@ class Family:
     # "module:function(run_dir: Path, records) -> str": extra HTML sections
     # (escaped) for `sandgym report` of one of the family's runs ("" for none).
     report_sections: str | None = None
+    # CLI commands of the family's own, in its folder: (where it mounts, as
+    # the words that run it: "tasks import humaneval", "module:function" of a
+    # typer command function). The core CLI lists them under that group and
+    # imports the module only when the command runs (sandgym/cli/family_commands.py).
+    cli_commands: tuple[tuple[str, str], ...] = ()
 
 
 FAMILIES: dict[str, Family] = {
@@ -90,6 +95,7 @@ FAMILIES: dict[str, Family] = {
             options="sandgym.specs.code_function_options:CodeFunctionOptions",
             trainer_prompt="sandgym.envs.code_function.trainer:prompt",
             trainer_reward="sandgym.envs.code_function.trainer:judge",
+            cli_commands=(("tasks import humaneval", "sandgym.envs.code_function.cli:import_humaneval_cmd"),),
         ),
         Family(
             name="swe_repo",
@@ -103,6 +109,10 @@ FAMILIES: dict[str, Family] = {
             options="sandgym.specs.swe_repo_options:SWERepoOptions",
             run_report="sandgym.envs.swe_repo.swebench_report:run_report",
             report_sections="sandgym.envs.swe_repo.swebench_report:report_sections",
+            cli_commands=(
+                ("tasks import swebench", "sandgym.envs.swe_repo.cli:import_swebench_cmd"),
+                ("tasks make-swe", "sandgym.envs.swe_repo.cli:make_swe_cmd"),
+            ),
         ),
         Family(
             name="browser_form",

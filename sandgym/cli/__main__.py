@@ -1,0 +1,5 @@
+"""`python -m sandgym.cli ...`: the command line."""
+
+from . import app
+
+app()

@@ -1,0 +1,97 @@
+"""`sandgym capacity`: sandboxes, warm pool, CPU and memory for a target throughput."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .shared import console, fail
+
+
+def capacity_cmd(
+    run_dir: Path | None = typer.Argument(None, help="A run folder: its records give the occupancy and rate."),
+    rate: float | None = typer.Option(None, "--rate", help="Target tasks per minute (default: the run's own rate)."),
+    occupancy_s: float | None = typer.Option(
+        None, "--occupancy-s", help="Mean seconds a task holds a sandbox (with a run: rescales its distribution)."
+    ),
+    cpus: float = typer.Option(1.0, "--cpus", help="CPU share per sandbox (SandboxSpec.cpus)."),
+    memory_mb: int = typer.Option(1024, "--memory-mb", help="Memory per sandbox (SandboxSpec.memory_mb)."),
+    burst_factor: float = typer.Option(1.0, "--burst-factor", min=1.0, help="Rate multiplier during a burst."),
+    burst_s: float = typer.Option(60.0, "--burst-s", min=0.0, help="Length of a burst."),
+    bursts_per_h: float = typer.Option(0.0, "--bursts-per-h", min=0.0, help="Bursts per hour (Poisson)."),
+    node_loss_per_h: float = typer.Option(0.0, "--node-loss-per-h", min=0.0, help="Node failures per hour (Poisson)."),
+    nodes: int = typer.Option(8, "--nodes", min=1, help="Nodes the sandboxes are spread over."),
+    retry_p: float | None = typer.Option(
+        None, "--retry-p", min=0.0, max=0.99, help="Share of tries that end in env_error (default: measured)."
+    ),
+    arrivals: int = typer.Option(20000, "--arrivals", min=100, help="Arrivals to simulate."),
+    seed: int = typer.Option(0, "--seed"),
+    out: Path | None = typer.Option(
+        None, "--out", help="Folder for capacity.json and the plot (default: the run folder, else ./capacity)."
+    ),
+):
+    """Sandboxes, warm pool, CPU and memory for a target throughput.
+
+    The mean is Little's law (active sandboxes = tasks per second x seconds
+    each holds one: 120/min x 30 s = 60). The tail (P95/P99 concurrent
+    sandboxes) comes from a seeded discrete-event simulation replaying the
+    run's create+exec+verify seconds. It assumes Poisson arrivals (with
+    --burst-factor bursts), no queueing (every task gets a sandbox at
+    once), env_error tries played again at once (--retry-p, measured), and
+    node failures (--node-loss-per-h) killing 1/--nodes of the running
+    sandboxes, whose tasks start over. The warm pool covers the P99 of the
+    creates asked for within one cold-create time (P95 of the run's). CPU
+    and memory are the limits per sandbox times the P99 count.
+    """
+    from ..capacity import plan, write_plan
+
+    records, wall_s = None, None
+    if run_dir is not None:
+        from ..runs import RunError, load_run
+
+        try:
+            loaded = load_run(run_dir)
+        except (RunError, OSError) as e:
+            fail(str(e))
+        records, wall_s = loaded.records, loaded.summary.wall_s
+    try:
+        p, sim = plan(
+            rate,
+            occupancy_s,
+            records,
+            wall_s,
+            cpus=cpus,
+            memory_mb=memory_mb,
+            seed=seed,
+            n_arrivals=arrivals,
+            burst_factor=burst_factor,
+            burst_s=burst_s,
+            bursts_per_h=bursts_per_h,
+            node_loss_per_h=node_loss_per_h,
+            nodes=nodes,
+            retry_p=retry_p,
+        )
+    except ValueError as e:
+        fail(str(e))
+    from rich.table import Table
+
+    table = Table(title=f"capacity at {p.rate_per_min:g} tasks/min ({p.source})")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for name, value in (
+        ("mean occupancy (s)", f"{p.occupancy_s:.2f}"),
+        ("sandboxes, mean (Little's law)", f"{p.littles_law:.1f}"),
+        ("sandboxes, simulated mean", f"{p.sim_mean:.1f}"),
+        ("sandboxes, simulated P95", f"{p.sim_p95:.0f}"),
+        ("sandboxes, simulated P99", f"{p.sim_p99:.0f}"),
+        ("warm pool", f"{p.warm_pool}"),
+        ("CPUs (at P99)", f"{p.cpus:g}"),
+        ("memory GB (at P99)", f"{p.memory_gb:g}"),
+        ("env_error retry share", f"{p.retry_p:.3f}"),
+    ):
+        table.add_row(name, value)
+    console().print(table)
+    folder = out or (Path(run_dir) if run_dir is not None else Path("capacity"))
+    data, plot = write_plan(p, sim, folder)
+    console().print(f"plan: {data}  plot: {plot}", highlight=False)

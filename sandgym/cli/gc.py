@@ -1,0 +1,44 @@
+"""`sandgym gc`: what crashed or killed runs left behind, on every backend."""
+
+from __future__ import annotations
+
+import typer
+
+from .shared import console, fail
+
+
+def gc_cmd(
+    all_: bool = typer.Option(False, "--all", help="Also remove what belongs to live processes."),
+    owner: int | None = typer.Option(
+        None, "--owner", min=1, help="Only what the process with this pid left (e.g. a run you killed)."
+    ),
+):
+    """Remove what crashed or killed runs left behind, for every backend.
+
+    Local sandboxes (bubblewrap processes) and browser-sandbox processes
+    whose owner is gone, temporary folders named after a process that is
+    gone (browser sandboxes, database snapshots, staging copies
+    half-written), and (when the Docker Engine is there) sandbox containers
+    whose owner died or whose expiry passed; likewise sandbox pods on the
+    Kubernetes cluster KUBECONFIG names (namespace: SANDGYM_K8S_NAMESPACE).
+    """
+    from ..runtimes import RuntimeUnavailable, SandboxError
+    from ..runtimes.backends import collectors, load
+
+    # One collector per backend (the backend table) plus the shared one:
+    # each says what it removed, one line per collector.
+    for label, target in collectors():
+        try:
+            found = load(target)(include_live=all_, owner=owner)
+        except RuntimeUnavailable as e:
+            console().print(f"{label}: skipped ({' '.join(str(e).split())[:200]})", highlight=False, soft_wrap=True)
+            continue
+        except SandboxError as e:
+            fail(str(e))
+        for leaks in found:
+            shown = ", ".join(leaks.items[:20]) + (" ..." if len(leaks.items) > 20 else "")
+            console().print(
+                f"{label}: {leaks.verb} {len(leaks.items)} {leaks.kind}(s)" + (f": {shown}" if shown else ""),
+                highlight=False,
+                soft_wrap=True,
+            )

@@ -1,0 +1,32 @@
+"""The `sandgym` console script (pyproject.toml `[project.scripts]`).
+
+`sandgym --version` is answered here, without importing the `sandgym`
+package: importing it registers the envs with Gymnasium (a documented
+feature), which imports gymnasium and numpy, a few hundred milliseconds
+that printing a version has no use for. This module is top-level, not
+inside the package, because importing anything under `sandgym` runs
+`sandgym/__init__.py` first. The version is a constant rather than read
+from the distribution's metadata: `importlib.metadata` scans every
+installed distribution, which costs more than the rest of the start-up
+(tests/core/test_cli.py checks that the three copies agree). Every other
+command line goes to the CLI itself, `sandgym.cli.app`.
+"""
+
+from __future__ import annotations
+
+import sys
+
+VERSION = "0.1.0"  # = [project] version in pyproject.toml = sandgym.__version__
+
+
+def main() -> None:
+    if sys.argv[1:] == ["--version"]:
+        print(f"sandgym {VERSION}")
+        return
+    from sandgym.cli import app
+
+    app()
+
+
+if __name__ == "__main__":
+    main()
