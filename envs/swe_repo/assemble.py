@@ -66,7 +66,7 @@ class Package:
         """Where the test methods are defined (base classes too), read once
         from the pristine tree; call with the repository lock held."""
         if self._definitions is None:
-            from sandgym.verifiers.swe_repo.host import protected_reason
+            from sandgym.verifiers.swe_repo.path_policy import protected_reason
 
             texts = {}
             for p in sorted(self.tree.rglob("*.py")):
@@ -352,7 +352,7 @@ def rewrite_issue(
         shown, repros = _shown_tests([], f2p, alone, details, test_sources)
     except Dropped:
         return None
-    from sandgym.verifiers.swe_repo.host import patch_paths
+    from sandgym.verifiers.swe_repo.diffs import patch_paths
 
     src_paths, test_paths = patch_paths(hidden.patch), patch_paths(hidden.test_patch)
     test_files = set(test_paths) | {t.split("::")[0] for t in f2p}

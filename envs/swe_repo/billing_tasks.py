@@ -24,7 +24,8 @@ from sandgym.runtimes import get_runtime
 from sandgym.specs import TaskSet, TaskSetMeta, bundled_dir, make_pair
 from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask
 from sandgym.verifiers.swe_repo.checkout import git_env
-from sandgym.verifiers.swe_repo.host import run_tests, verify
+from sandgym.verifiers.swe_repo.host import verify
+from sandgym.verifiers.swe_repo.sandbox import run_tests
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir
 
 OUT = bundled_dir() / "swe_repo" / "billing-v1"

@@ -42,16 +42,14 @@ from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.models import Verdict
 from sandgym.verifiers.swe_repo.checkout import StartState, start_state
-from sandgym.verifiers.swe_repo.host import (
-    MAX_DIFF_BYTES,
+from sandgym.verifiers.swe_repo.host import MAX_DIFF_BYTES, status_text, verify
+from sandgym.verifiers.swe_repo.sandbox import (
     REPO_DIR,
     VENV_DIR,
     WORKSPACE,
     isolation_for,
     run_in_sandbox,
     sandbox_spec,
-    status_text,
-    verify,
 )
 
 from .actions import ActionError, ToolCall, chat_tools, parse_action, tool_action

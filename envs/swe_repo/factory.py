@@ -345,7 +345,7 @@ def detect_import_root(tree: Path) -> str:
 
 def is_test_path(path: str) -> bool:
     """The verifier's notion of a test file (it refuses agents' edits there)."""
-    from sandgym.verifiers.swe_repo.host import protected_reason
+    from sandgym.verifiers.swe_repo.path_policy import protected_reason
 
     return protected_reason(path) is not None
 
@@ -413,7 +413,7 @@ def diff_of(repo, path: str, new_text: str) -> tuple[str, str]:
 
 
 def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Package:
-    from sandgym.verifiers.swe_repo.host import run_tests
+    from sandgym.verifiers.swe_repo.sandbox import run_tests
 
     if _norm(name) in PYTEST_IMPORTS:
         raise FactoryError(
@@ -555,7 +555,8 @@ def evaluate(
     pkg: Package, cand: Candidate, worker: _Worker, runtime, repo_lock: threading.Lock, cfg: Settings
 ) -> Outcome:
     from sandgym.envs.swe_repo.assemble import Dropped, assemble, choose_level, mutated_files, read_texts
-    from sandgym.verifiers.swe_repo.host import run_tests, verify
+    from sandgym.verifiers.swe_repo.host import verify
+    from sandgym.verifiers.swe_repo.sandbox import run_tests
 
     originals = read_texts(worker.tree, {m.path for m in cand.mutations})
     texts = mutated_files(originals, cand.mutations)

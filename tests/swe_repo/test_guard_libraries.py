@@ -21,7 +21,8 @@ import pytest
 
 from sandgym.outcomes import Outcome
 from sandgym.specs import TaskPair, TaskSet
-from sandgym.verifiers.swe_repo.host import protected_reason, task_test_files, verify
+from sandgym.verifiers.swe_repo.host import verify
+from sandgym.verifiers.swe_repo.path_policy import protected_reason, task_test_files
 
 from .test_security import F2P, ROUNDING, at_call, make_diff, violated
 

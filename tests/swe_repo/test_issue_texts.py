@@ -14,7 +14,7 @@ import pytest
 from sandgym.envs.swe_repo.assemble import Dropped, issue_text
 from sandgym.envs.swe_repo.issues import Repro, explain_reproduction, names_any, write_minimal, write_symptom
 from sandgym.specs.swe_repo import TestEnvironment as Environment
-from sandgym.verifiers.swe_repo.host import run_tests
+from sandgym.verifiers.swe_repo.sandbox import run_tests
 
 FIXED = """\
 LIMIT = 10

@@ -36,17 +36,11 @@ from sandgym.outcomes import Outcome
 from sandgym.runtimes import get_runtime
 from sandgym.specs import TaskSet
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
-from sandgym.verifiers.swe_repo.host import (
-    _attempt,
-    boundary_mount,
-    filter_diff,
-    protected_reason,
-    scan_diff,
-    split_diff,
-    staged_venv,
-    start_info,
-    verify,
-)
+from sandgym.verifiers.swe_repo.diffs import split_diff
+from sandgym.verifiers.swe_repo.host import verify, verify_once
+from sandgym.verifiers.swe_repo.path_policy import filter_diff, protected_reason, start_info
+from sandgym.verifiers.swe_repo.sandbox import boundary_mount, staged_venv
+from sandgym.verifiers.swe_repo.scan import scan_diff
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir, cache_dir
 from sandgym.verifiers.swe_repo.sources import test_venv as cached_venv  # (not collected as a test)
 
@@ -299,7 +293,7 @@ def test_hooks_are_inert_even_when_not_filtered(runtime, host_guard):
         "sandgym_swe_records.py": "def pytest_runtest_logreport(report):\n    report.outcome = 'passed'\n",
     }
     diff = make_diff(ROUNDING, files)
-    attempt = _attempt(ROUNDING.visible, ROUNDING.hidden, diff, True, runtime)
+    attempt = verify_once(ROUNDING.visible, ROUNDING.hidden, diff, True, runtime)
     assert attempt.status == "NO", (attempt.status, attempt.detail, attempt.output)
     assert {t.name for t in attempt.tests if t.status == "passed"} == set(ROUNDING.hidden.PASS_TO_PASS)
 
@@ -313,7 +307,7 @@ def test_precreated_test_patch_files_are_replaced(runtime, host_guard):
         if name.startswith("tests/test_bulk_pricing.py")
     )
     diff = make_diff(BULK, {"tests/test_bulk_pricing.py": fake})
-    attempt = _attempt(BULK.visible, BULK.hidden, diff, True, runtime)
+    attempt = verify_once(BULK.visible, BULK.hidden, diff, True, runtime)
     assert attempt.status == "NO", (attempt.status, attempt.detail)
     verdict = verify(BULK, diff, runtime)
     assert_not_scored(verdict, Outcome.VIOLATION)
@@ -1066,7 +1060,7 @@ def test_applied_tree_is_checked_whatever_the_diff_said(runtime, host_guard):
         "--- /dev/null\n+++ b/billing/link.py\n@@ -0,0 +1 @@\n+../tests/test_money.py\n"
         "\\ No newline at end of file\n"
     )
-    attempt = _attempt(ROUNDING.visible, ROUNDING.hidden, diff, True, runtime)
+    attempt = verify_once(ROUNDING.visible, ROUNDING.hidden, diff, True, runtime)
     assert attempt.outcome == Outcome.VIOLATION, (attempt.status, attempt.detail)
     text = " | ".join(attempt.violations)
     assert "billing/conftest.py: conftest.py configures" in text
@@ -1144,7 +1138,8 @@ def test_records_cross_checks_and_sentinel_rules():
     """The host's reading of signed records: what makes a run a violation, and
     what is only the candidate's failure (its module would not import, a
     fixture broke)."""
-    from sandgym.verifiers.swe_repo.host import Sentinel, TestRun, parse_records, sentinel_problems
+    from sandgym.verifiers.swe_repo.records import TestRun, parse_records
+    from sandgym.verifiers.swe_repo.sentinels import Sentinel, sentinel_problems
 
     mod = "tests/test_money.py"
     ok, bad = Sentinel(mod, "test_a_b_1", True, ""), Sentinel(mod, "test_a_b_2", False, "")
