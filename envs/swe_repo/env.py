@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from gymnasium import spaces
 
@@ -240,7 +240,7 @@ class SWERepoEnv(SandgymEnv):
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
         self._close_sandbox()
-        self.task = cast(SWETaskPair, task)  # a swe_repo task set holds SWE task pairs
+        self.task = SWETaskPair.of(task)
         self._steps, self._done = 0, False
         self._limit = self.step_limit(self.max_steps)
         self.last_verdict = self.artifact = None
