@@ -20,16 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandgym.envs.swe_repo.hiding import Definitions, Target, Unhideable, hide_tests, target_of
-from sandgym.envs.swe_repo.issues import (
-    Repro,
-    changed_lines,
-    names_any,
-    reproduction,
-    write_issue,
-    write_minimal,
-    write_symptom,
-)
+from sandgym.envs.swe_repo.issues import changed_lines, names_any, write_issue, write_minimal, write_symptom
 from sandgym.envs.swe_repo.mutations import Mutation
+from sandgym.envs.swe_repo.reproduction import Repro, reproduction
 from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
 
 # Long parametrized tables make long test lists: each list keeps a seeded

@@ -538,7 +538,8 @@ def test_inherited_test_methods_are_hidden_where_they_are_defined():
 
 
 def test_symptom_reproduction_from_a_parametrized_failure():
-    from sandgym.envs.swe_repo.issues import names_any, reproduction, write_minimal, write_symptom
+    from sandgym.envs.swe_repo.issues import names_any, write_minimal, write_symptom
+    from sandgym.envs.swe_repo.reproduction import reproduction
 
     detail = (
         "tests/test_d.py:10: in test_double\n    assert double(x) == y\n"
