@@ -602,12 +602,12 @@ def export_swebench(
 
 def _point_head(git_dir: Path) -> None:
     """A `main` branch at the last tagged commit, so a clone checks something out."""
-    from sandgym.verifiers.swe_repo.git_sources import _run
+    from sandgym.verifiers.swe_repo.git_sources import run_git
 
-    tags = _run(["for-each-ref", "--format=%(objectname)", "--sort=refname", "refs/tags/sandgym"], git_dir).split()
+    tags = run_git(["for-each-ref", "--format=%(objectname)", "--sort=refname", "refs/tags/sandgym"], git_dir).split()
     if tags:
-        _run(["update-ref", "refs/heads/main", tags[-1].decode()], git_dir)
-        _run(["symbolic-ref", "HEAD", "refs/heads/main"], git_dir)
+        run_git(["update-ref", "refs/heads/main", tags[-1].decode()], git_dir)
+        run_git(["symbolic-ref", "HEAD", "refs/heads/main"], git_dir)
 
 
 def export_task_set(task_set: TaskSet, out: Path, options: dict[str, Any]) -> str:
