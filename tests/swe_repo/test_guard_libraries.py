@@ -24,7 +24,7 @@ from sandgym.specs import TaskPair, TaskSet
 from sandgym.verifiers.swe_repo.host import verify
 from sandgym.verifiers.swe_repo.path_policy import protected_reason, task_test_files
 
-from .test_security import F2P, ROUNDING, at_call, make_diff, violated
+from .security_helpers import F2P, ROUNDING, at_call, make_diff, violated
 
 V2 = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "pypi-v2"
 
