@@ -19,13 +19,14 @@ from pathlib import Path
 
 from sandgym.outcomes import Outcome
 from sandgym.specs import TaskSet
+from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
 from sandgym.verifiers.swe_repo.sandbox import boundary_mount
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir, cache_dir
 
 TASKS = TaskSet.load(Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "billing-v1")
-ROUNDING = TASKS.get("billing/round-half-even")  # F2P: tests/test_money.py rounding tests
-BULK = TASKS.get("billing/bulk-threshold")  # its test patch adds tests/test_bulk_pricing.py
+ROUNDING = SWETaskPair.of(TASKS.get("billing/round-half-even"))  # F2P: tests/test_money.py rounding tests
+BULK = SWETaskPair.of(TASKS.get("billing/bulk-threshold"))  # its test patch adds tests/test_bulk_pricing.py
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
 HOST_MARKERS = [Path("/tmp/sandgym-swe-pwned"), Path("/var/tmp/sandgym-swe-pwned")]
 
@@ -95,7 +96,7 @@ def nothing_outside_changes(runtime):
         assert not m.exists(), f"{m} was written from inside a sandbox"
 
 
-def make_diff(task, files: dict[str, str | None], gold: bool = False) -> str:
+def make_diff(task: SWETaskPair, files: dict[str, str | None], gold: bool = False) -> str:
     """A git diff against the task's start state: `files` maps paths to new
     contents (None deletes); `gold` applies the gold patch first."""
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"sg-attack-{os.getpid()}-{time.monotonic_ns()}"
@@ -128,12 +129,12 @@ def make_diff(task, files: dict[str, str | None], gold: bool = False) -> str:
         shutil.rmtree(work)
 
 
-def source(task, rel: str) -> str:
+def source(task: SWETaskPair, rel: str) -> str:
     with tarfile.open(fileobj=io.BytesIO(start_state(task.visible).tree_tar)) as tar:
         return tar.extractfile(f"repo/{rel}").read().decode()
 
 
-def with_prefix(task, rel: str, code: str) -> dict[str, str]:
+def with_prefix(task: SWETaskPair, rel: str, code: str) -> dict[str, str]:
     """The module `rel` with `code` run at its import (after its __future__ import)."""
     text = source(task, rel)
     anchor = "from __future__ import annotations\n"
@@ -149,7 +150,7 @@ def assert_not_scored(verdict, *allowed: Outcome):
 F2P = list(ROUNDING.hidden.FAIL_TO_PASS)
 
 
-def at_call(task, code: str, gold: bool = False) -> str:
+def at_call(task: SWETaskPair, code: str, gold: bool = False) -> str:
     """A diff that defines `code` (a function `_sg_attack()`) in billing/money.py
     and calls it from round_amount, i.e. while a test is running."""
     text = source(task, "billing/money.py")
