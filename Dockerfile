@@ -9,7 +9,7 @@
 #   docker run --rm -p 8000:8000 sandgym/serve:<hash>
 # It serves SANDGYM_ENV (default sandgym/CodeFunction-v0) on 0.0.0.0:8000;
 # the other SANDGYM_* variables of sandgym.server.app_from_environment apply.
-# Sessions' sandboxes use the `jail` runtime (runtimes/jail.py): a uid, a
+# Sessions' sandboxes use the `jail` runtime (runtimes/jail/): a uid, a
 # chroot and a seccomp filter of their own per sandbox, all within Docker's
 # default seccomp profile and capabilities, which is why the server runs as
 # the container's root. See docs/serving.md for what that costs.

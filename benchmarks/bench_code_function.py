@@ -47,7 +47,7 @@ def cpu():
 
 if side == "sandgym":
     from concurrent.futures import ThreadPoolExecutor
-    from sandgym.runtimes.local import LocalRuntime
+    from sandgym.runtimes.local.runtime import LocalRuntime
     from sandgym.specs.base import TaskSet
     from sandgym.verifiers.code_function.host import verify
     tasks = TaskSet.load(data).tasks
@@ -121,7 +121,7 @@ class CpuGroup:
 
 
 def measure(side: str, n: int, data: Path, prestart: int | None = None) -> dict:
-    from sandgym.runtimes.local import PRESTART_ENV
+    from sandgym.runtimes.local.runtime import PRESTART_ENV
 
     group = CpuGroup()
     env = dict(os.environ)
@@ -253,7 +253,7 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
     if args.creates:
-        from sandgym.runtimes.local import LocalRuntime
+        from sandgym.runtimes.local.runtime import LocalRuntime
 
         runtime = LocalRuntime()
         runtime.create().close()

@@ -31,7 +31,7 @@ class PidsPeak:
     PATTERNS = ("/sys/fs/cgroup/pids/docker/*/pids.current", "/sys/fs/cgroup/system.slice/docker-*.scope/pids.current")
 
     def __init__(self, client) -> None:
-        from sandgym.runtimes.docker import OWNER_LABEL, owner_label
+        from sandgym.runtimes.docker.runtime import OWNER_LABEL, owner_label
 
         self._client, self._label, self._owner = client, OWNER_LABEL, owner_label()
         self._mine: dict[str, bool] = {}

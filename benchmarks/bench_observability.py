@@ -43,7 +43,7 @@ class Receiver(BaseHTTPRequestHandler):
 def one_run(task_set, out: Path, concurrency: int, observe: bool, otlp_url: str) -> tuple[float, int]:
     from sandgym.harness import EvalRun
     from sandgym.policies import make_policy
-    from sandgym.runtimes.local import LocalRuntime
+    from sandgym.runtimes.local.runtime import LocalRuntime
 
     runtime = LocalRuntime()
     runtime.create().close()  # the zygote starts outside the timing

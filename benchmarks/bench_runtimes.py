@@ -113,7 +113,7 @@ def bench(name: str, task_set, creates: int, execs: int, hold: int, concurrency:
 
 def verify_phases(name: str, task_set, reps: int, gap: float, prestart: int) -> dict:
     """Start, run, removal and total of single code verifications on a docker backend."""
-    from sandgym.runtimes.docker import DockerRuntime
+    from sandgym.runtimes.docker.runtime import DockerRuntime
     from sandgym.verifiers.code_function.host import candidate_isolation, payload_for, run_in_sandbox, verifier_spec
 
     oci = name.split(":", 1)[1] if ":" in name else "runc"
@@ -150,7 +150,7 @@ def verify_phases(name: str, task_set, reps: int, gap: float, prestart: int) -> 
 
 def bare_docker_run(name: str, reps: int) -> float:
     """P50 ms of `docker run --rm IMAGE true` (create, start, wait, remove) through the Engine API."""
-    from sandgym.runtimes.docker import ISOLATION, OCI_NAMES, DockerRuntime
+    from sandgym.runtimes.docker.runtime import ISOLATION, OCI_NAMES, DockerRuntime
 
     oci = name.split(":", 1)[1] if ":" in name else "runc"
     rt = DockerRuntime(oci)

@@ -141,7 +141,7 @@ class HostTree:
 
 def make_runtime(name: str, prestart: int):
     if prestart:
-        from sandgym.runtimes.docker import DockerRuntime
+        from sandgym.runtimes.docker.runtime import DockerRuntime
 
         return DockerRuntime(name.split(":", 1)[1] if ":" in name else "runc", prestart=prestart)
     return get_runtime(name)

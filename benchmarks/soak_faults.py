@@ -44,7 +44,8 @@ sys.path.insert(0, str(ROOT))
 
 from sandgym.harness import EvalRun  # noqa: E402
 from sandgym.policies import ReplayPolicy  # noqa: E402
-from sandgym.runtimes.local import LocalRuntime, reap_tempdirs  # noqa: E402
+from sandgym.runtimes.local.runtime import LocalRuntime  # noqa: E402
+from sandgym.runtimes.tempdirs import reap_tempdirs  # noqa: E402
 from sandgym.specs import TaskSet, bundled_task_set  # noqa: E402
 from tests.core._faults import (  # noqa: E402
     SANDBOX_UID,

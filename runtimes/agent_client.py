@@ -10,8 +10,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from .agent.agent import FRAME, MAX_HEADER, encode_frame
 from .base import ExecResult, Sandbox, SandboxError, SandboxInfo, SandboxSpec
+from .boundary.agent import FRAME, MAX_HEADER, encode_frame
 
 # Extra time the host grants the agent beyond a command's own timeout
 # before it declares the sandbox broken.
@@ -27,6 +27,8 @@ class ReplyTimeout(SandboxError):
 
 # Where every backend mounts the agent, and the PATH its commands get.
 AGENT_DIR = "/opt/sandgym/agent"
+# The agent's files in runtimes/boundary/, which AGENT_DIR holds.
+AGENT_FILES = ("agent.py", "nest.py")
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 

@@ -23,10 +23,23 @@ Isolation = Literal["namespaces", "runc", "runsc", "kata"]
 # "none": no network but the sandbox's own loopback. "no-sockets": no socket
 # can be made at all (a syscall filter, on every backend), which lets the
 # local runtime skip the sandbox's own network namespace (see install_seccomp
-# in runtimes/agent/agent.py); for verifiers whose code needs no sockets.
+# in runtimes/boundary/agent.py); for verifiers whose code needs no sockets.
 Network = Literal["none", "loopback", "no-sockets"]
 
 WORKDIR = "/workspace"
+# Host /etc entries that carry no secrets and that programs need: what the
+# backends that build a sandbox's root from the host's system (local, jail)
+# show of the host's /etc.
+ETC_ALLOWED = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "alternatives",
+    "python3",
+    "python3.11",
+    "mime.types",
+)
 
 
 class SandboxError(SandgymError, RuntimeError):
@@ -85,7 +98,7 @@ class SandboxSpec(BaseModel):
     cpus: float = Field(1.0, gt=0, description="CPU share (backends with cgroups).")
     memory_mb: int = Field(1024, gt=0, description="Address space (local) or memory limit (containers).")
     pids: int = Field(
-        256, gt=0, description="Processes (tasks) the sandbox may hold; at most 64 under gVisor (runtimes/docker.py)."
+        256, gt=0, description="Processes (tasks) the sandbox may hold; at most 64 under gVisor (runtimes/gvisor.py)."
     )
     disk_mb: int = Field(256, gt=0, description="Size of the writable workspace and /tmp.")
     file_size_mb: int = Field(64, gt=0, description="Largest file a command may write.")

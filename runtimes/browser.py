@@ -2,20 +2,14 @@
 
 Playwright launches a small wrapper script as if it were the browser; the
 wrapper starts Chromium inside the sandbox and Playwright's pipe fds 3 and
-4 pass through, so the host needs no network into the sandbox. Two kinds:
-
-- `LocalBrowserSandbox` (the local runtime, here): the wrapper drops to an
-  unprivileged host user (as root), enters bubblewrap (new user, PID,
-  network, IPC, UTS and mount namespaces; read-only /usr; tmpfs /tmp and
-  HOME) in a cgroup with the limits, and runs the launcher, which binds
-  the app's socket on 127.0.0.1 inside that network namespace, forks the
-  app, hides the state folder from the browser and execs Chromium.
-- `ContainerBrowserSandbox` (the docker runtimes, browser_container.py):
-  a container of the `chromium` image recipe; the app and Chromium run in
-  it as two users, and the wrapper is `docker exec`.
-- `PodBrowserSandbox` (the k8s runtimes, browser_k8s.py): a pod with an
-  app container and a browser container; the wrapper is a host-side relay
-  over a pod exec stream (k8s_exec_relay.py).
+4 pass through, so the host needs no network into the sandbox. This module
+holds what every backend shares: the limits (`BrowserLimits`), the app
+(`AppSpec`), the base class `BrowserSandbox`, and the Playwright driver
+(`PlaywrightHost`). Each backend's side is in its folder: the local
+runtime's bubblewrap sandbox in a cgroup (local/browser.py), a container of
+the `chromium` image recipe on docker (docker/browser.py), a pod of an app
+and a browser container on k8s, reached through a host-side exec relay
+(k8s/browser.py, k8s/exec_relay.py).
 
 The state folder (`state_dir`, host side) is the app's: its SQLite
 database lives there, and the host reads it directly (the verifier's side
@@ -30,15 +24,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import json
 import os
-import select
-import shlex
 import shutil
 import signal
 import tempfile
 import threading
-import time
 import uuid
 import zipfile
 from collections.abc import Coroutine, Mapping, Sequence
@@ -46,11 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .base import Runtime, RuntimeUnavailable, SandboxError
-from .bwrap import ETC_ALLOWED, host_root_args
-from .cgroups import Cgroup, reap_groups
-from .local import children, environs, mark_owner, owned_tempdir, owner_gone
-from .staging import _stage, stage_dir, staging_root
+from .backends import BACKENDS, backend_of, load
+from .base import Runtime, SandboxError
+from .host_processes import kill_marked
+from .staging import BOUNDARY_DIR, stage_bytes, stage_dir, staging_root
+from .tempdirs import owned_tempdir
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
     from playwright.async_api import Browser
@@ -58,18 +48,13 @@ if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
 
 T = TypeVar("T")
 
-CHROMIUM = "/usr/lib/chromium/chromium"
-SANDBOX_PYTHON = "/usr/bin/python3"
 STATE_IN_SANDBOX = "/state"
 LAUNCHER_DIR = "/opt/sandgym/browser"
 APP_DIR = "/opt/sandgym/app"
 SITE_ZIP = "/opt/sandgym/site/site.zip"
-HOME = "/home/sandbox"
 MARKER_ENV = "SANDGYM_BROWSER_ID"
 # Pure-Python packages the app needs, staged as one zip the sandbox imports from.
 APP_PACKAGES = ("starlette", "uvicorn", "anyio", "h11", "sniffio", "idna", "click", "typing_extensions")
-# Extra /etc entries Chromium wants (fonts); nothing secret.
-ETC_BROWSER = ("fonts",)
 LAUNCH_TIMEOUT_MS = 30_000
 EXIT_GRACE_S = 5.0
 # Features off in Chromium. It keeps only the last --disable-features switch and
@@ -166,7 +151,7 @@ def staged_site_packages() -> Path:
                         assert mod.__file__ is not None, f"{name} is not a file-based package"
                         path = Path(mod.__file__)
                         z.writepy(str(path.parent if path.name == "__init__.py" else path))
-                _site_dir = _stage("browser-site", {"site.zip": buf_path.read_bytes()})
+                _site_dir = stage_bytes("browser-site", {"site.zip": buf_path.read_bytes()})
             finally:
                 shutil.rmtree(buf_path.parent, ignore_errors=True)
         return _site_dir
@@ -202,29 +187,6 @@ class AppSpec:
     env: dict[str, str] = field(default_factory=dict)
     port: int = 8000
     mounts: tuple[tuple[str, str], ...] = ()
-
-
-def default_drop_to() -> tuple[int, int] | None:
-    if os.geteuid() != 0:
-        return None
-    uid = int(os.environ.get("SANDGYM_SANDBOX_UID", 65534))
-    return uid, int(os.environ.get("SANDGYM_SANDBOX_GID", uid))
-
-
-def _parent(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 class PlaywrightHost:
@@ -311,79 +273,20 @@ class PlaywrightHost:
             return False
 
 
+def reap_orphans(include_live: bool = False, owner_pid: int | None = None) -> list[int]:
+    """SIGKILL browser-sandbox processes of any backend (a bubblewrap sandbox,
+    a `docker exec` client, an exec relay) whose owner (the pid in their
+    SANDGYM_BROWSER_ID) is gone, or every one with include_live, or only
+    `owner_pid`'s. Returns the pids killed. (Normally they die with their
+    owner; this is for what a crash left behind.)"""
+    return kill_marked(MARKER_ENV, include_live, owner_pid)
+
+
 async def _start_playwright() -> tuple[AsyncPlaywright, Any]:
     from playwright.async_api import async_playwright
 
     manager = async_playwright()
     return await manager.start(), manager
-
-
-def reap_orphans(include_live: bool = False, owner_pid: int | None = None) -> list[int]:
-    """SIGKILL browser-sandbox processes whose owner (the pid in their
-    SANDGYM_BROWSER_ID) is gone, or every one with include_live, or only
-    `owner_pid`'s. Returns the pids killed. (Normally they die with their
-    owner; this is for what a crash left behind.)"""
-    killed = []
-    for pid, env in environs():
-        mark = mark_owner(env, MARKER_ENV)
-        if mark is not None and owner_gone(mark, include_live, owner_pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
-    return killed
-
-
-def reap_cgroups(include_live: bool = False, owner_pid: int | None = None) -> list[str]:
-    """Remove the cgroups of local browser sandboxes (`browser-<owner pid>-<token>`)
-    whose owner is gone (or every one with include_live, or only `owner_pid`'s);
-    what is still in one is killed first."""
-    if os.geteuid() != 0:
-        return []
-
-    def keep(name: str) -> bool:
-        owner = name.removeprefix("browser-").split("-", 1)[0]
-        return not (name.startswith("browser-") and owner.isdigit() and owner_gone(int(owner), include_live, owner_pid))
-
-    return reap_groups(keep)
-
-
-def _pidfds(pids: list[int]) -> dict[int, int]:
-    """pidfds (which name a process for good, unlike a pid that may be reused)."""
-    fds = {}
-    for pid in pids:
-        try:
-            fds[pid] = os.pidfd_open(pid)
-        except ProcessLookupError:
-            pass
-    return fds
-
-
-def _wait_exited(pidfds: dict[int, int], timeout_s: float) -> bool:
-    """Wait until every process has exited (a pidfd turns readable then)."""
-    poller = select.poll()
-    for fd in pidfds.values():
-        poller.register(fd, select.POLLIN)
-    left = set(pidfds.values())
-    deadline = time.monotonic() + timeout_s
-    while left:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        for fd, _ in poller.poll(remaining * 1000):
-            left.discard(fd)
-            poller.unregister(fd)
-    return True
-
-
-def _wait_reaped(pids: list[int], timeout_s: float) -> None:
-    """Processes that have exited linger as zombies until their parent reaps
-    them, which the parent does on SIGCHLD: a brief, bounded wait."""
-    deadline = time.monotonic() + timeout_s
-    for pid in pids:
-        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
-            time.sleep(0.002)
 
 
 class BrowserSandbox:
@@ -434,7 +337,7 @@ class BrowserSandbox:
     def _app_mounts(self) -> list[tuple[str, str, bool]]:
         """(host path, sandbox path, read-only) of what every backend mounts."""
         return [
-            (str(stage_dir(Path(__file__).parent / "browser_sandbox")), LAUNCHER_DIR, True),
+            (str(stage_dir(BOUNDARY_DIR, ("launcher.py",))), LAUNCHER_DIR, True),
             (str(self.app.source_dir), APP_DIR, True),
             (str(staged_site_packages()), str(Path(SITE_ZIP).parent), True),
             (str(self.state_dir), STATE_IN_SANDBOX, False),
@@ -555,177 +458,24 @@ class BrowserSandbox:
         self.close()
 
 
-class LocalBrowserSandbox(BrowserSandbox):
-    """Chromium and the app in one bubblewrap sandbox, in a cgroup with the limits.
-
-    The app is out of the browser's reach but over HTTP: Chromium runs in
-    user, mount and PID namespaces of its own nested in the sandbox's (it
-    cannot see the app's process to signal it), the app makes itself
-    non-dumpable (so Chromium's uid cannot ptrace it or read its memory or
-    files through /proc), and the state folder is an empty tmpfs in
-    Chromium's view."""
-
-    def __init__(self, app: AppSpec, drop_to: tuple[int, int] | None = None, limits: BrowserLimits | None = None):
-        bwrap = shutil.which("bwrap")
-        if not bwrap:
-            raise RuntimeUnavailable("the browser sandbox needs bubblewrap: run `apt-get install bubblewrap`")
-        if not os.access(CHROMIUM, os.X_OK):
-            raise RuntimeUnavailable(
-                f"the browser sandbox needs Chromium at {CHROMIUM}: run `apt-get install chromium`"
-            )
-        if os.geteuid() == 0 and not shutil.which("setpriv"):
-            raise RuntimeUnavailable("the browser sandbox as root needs setpriv: run `apt-get install util-linux`")
-        self.bwrap = bwrap
-        self.drop_to = drop_to if drop_to is not None else default_drop_to()
-        super().__init__(app, self.drop_to, limits)
-        self.cgroup: Cgroup | None = None
-        self._closing: dict[int, int] = {}  # pidfds of the processes close() waits for
-
-    def _bwrap_argv(self) -> list[str]:
-        etc = _stage(
-            "browser-etc",
-            {
-                "passwd": b"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/home/sandbox:/bin/sh\n",
-                "group": b"root:x:0:\nsandbox:x:1000:\n",
-                "hosts": b"127.0.0.1 localhost sandbox\n::1 localhost\n",
-                "nsswitch.conf": b"passwd: files\ngroup: files\nhosts: files\n",
-            },
-        )
-        size = str(self.limits.disk_mb * 1024 * 1024)
-        a = host_root_args(self.bwrap, self.drop_to, (*ETC_ALLOWED, *ETC_BROWSER), etc)
-        a += ["--proc", "/proc", "--dev", "/dev"]
-        for tmpfs in ("/dev/shm", "/tmp", HOME):
-            a += ["--size", size, "--tmpfs", tmpfs]
-        for src, dst, read_only in self._app_mounts():
-            a += ["--ro-bind" if read_only else "--bind", src, dst]
-        a += [
-            "--remount-ro",
-            "/",
-            "--chdir",
-            HOME,
-            "--clearenv",
-            "--setenv",
-            "PATH",
-            "/usr/bin:/bin",
-            "--setenv",
-            "HOME",
-            HOME,
-            "--setenv",
-            "LANG",
-            "C.UTF-8",
-            "--setenv",
-            "TMPDIR",
-            "/tmp",
-            "--setenv",
-            MARKER_ENV,
-            self.id,
-        ]
-        cfg = self._launcher_cfg("combined", hide=[STATE_IN_SANDBOX], isolate_browser=True)
-        a += ["--", SANDBOX_PYTHON, "-I", "-S", f"{LAUNCHER_DIR}/launcher.py", json.dumps(cfg)]
-        return a
-
-    def _prepare(self) -> None:
-        self.cgroup = Cgroup(f"browser-{self.id}", self.limits.memory_mb, self.limits.pids, self.limits.cpus)
-
-    def _wrapper_script(self) -> str:
-        assert self.cgroup is not None
-        # The wrapper joins the cgroup before it becomes bubblewrap: all
-        # of the sandbox is born inside. The marker in bubblewrap's own
-        # environment too: `sandgym gc` finds it if it outlives its owner.
-        join = "".join(f"echo $$ > {shlex.quote(f)}\n" for f in self.cgroup.procs_files)
-        return (
-            f"#!/bin/sh\nset -e\n{join}export {MARKER_ENV}={shlex.quote(self.id)}\nexec "
-            + " ".join(shlex.quote(x) for x in self._bwrap_argv())
-            + ' "$@"\n'
-        )
-
-    def exhausted(self) -> str | None:
-        if self.cgroup is not None and self.cgroup.oom_kills():
-            return f"the sandbox ran out of memory (limit {self.limits.memory_mb} MB)"
-        return None
-
-    def process_ids(self) -> list[int]:
-        """Every process of this sandbox: those carrying its marker in their
-        environment, their bubblewrap parents and all their descendants."""
-        needle = f"{MARKER_ENV}={self.id}".encode()
-        marked = [pid for pid, env in environs() if needle in env]
-        found: set[int] = set()
-        for pid in marked:
-            parent = _parent(pid)
-            while parent and _comm(parent) == "bwrap":
-                found.add(parent)
-                parent = _parent(parent)
-        frontier = list(marked)
-        while frontier:
-            pid = frontier.pop()
-            if pid in found and pid not in marked:
-                continue
-            found.add(pid)
-            frontier.extend(children(pid))
-        if self.cgroup is not None:
-            found.update(self.cgroup.pids())
-        return sorted(found)
-
-    def memory_bytes(self) -> int:
-        """Proportional set size (PSS) of the sandbox's processes: shared pages split fairly."""
-        total = 0
-        for pid in self.process_ids():
-            try:
-                with open(f"/proc/{pid}/smaps_rollup") as f:
-                    for line in f:
-                        if line.startswith("Pss:"):
-                            total += int(line.split()[1]) * 1024
-                            break
-            except OSError:
-                continue
-        return total
-
-    def kill(self) -> None:
-        self._kill_host_processes()
-
-    def _before_close(self) -> None:
-        self._closing = _pidfds(self.process_ids())
-
-    def _teardown(self) -> None:
-        pidfds, self._closing = self._closing, {}
-        try:
-            # Chromium has gone; the driver reaps the wrapper it started.
-            _wait_exited(pidfds, EXIT_GRACE_S)
-            _wait_reaped(list(pidfds), EXIT_GRACE_S)
-            pidfds.update(_pidfds(self.process_ids()))
-            if not _wait_exited(pidfds, EXIT_GRACE_S):
-                # Whatever outlives the browser (it should not) is killed.
-                for fd in pidfds.values():
-                    try:
-                        signal.pidfd_send_signal(fd, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                _wait_exited(pidfds, EXIT_GRACE_S)
-        finally:
-            for fd in pidfds.values():
-                os.close(fd)
-            if self.cgroup is not None:
-                self.cgroup.remove()
-
-
 def open_browser_sandbox(runtime: str | Runtime, app: AppSpec, limits: BrowserLimits | None = None) -> BrowserSandbox:
-    """A browser sandbox on `runtime` (a name or a Runtime; its limits default to BrowserLimits())."""
+    """A browser sandbox on `runtime`: a Runtime, or the name of one whose
+    browser sandbox needs no Runtime object (local). Its limits default to
+    BrowserLimits(). The backend table (backends.py) says which class."""
     name = runtime if isinstance(runtime, str) else runtime.name
-    if name == "local":
-        drop_to = None if isinstance(runtime, str) else getattr(runtime, "drop_to", None)
-        return LocalBrowserSandbox(app, drop_to=drop_to, limits=limits)
-    if name == "docker" and not isinstance(runtime, str):
-        from .browser_container import ContainerBrowserSandbox
-
-        return ContainerBrowserSandbox(app, runtime, limits=limits)
-    if name == "k8s" and not isinstance(runtime, str):
-        from .browser_k8s import PodBrowserSandbox
-
-        return PodBrowserSandbox(app, runtime, limits=limits)
-    raise ValueError(
-        f"runtime {name!r} cannot run the browser envs; supported: {', '.join(BROWSER_RUNTIMES)} "
-        "(pass a Runtime object or one of these names)"
-    )
+    backend = backend_of(name) if isinstance(runtime, str) else BACKENDS.get(name)
+    if (
+        backend is None
+        or backend.browser is None
+        or (isinstance(runtime, str) and name not in backend.browser_variants)
+    ):
+        raise ValueError(
+            f"runtime {name!r} cannot run the browser envs; supported: {', '.join(BROWSER_RUNTIMES)} "
+            "(pass a Runtime object or one of these names)"
+        )
+    cls = load(backend.browser)
+    return cls(app, None if isinstance(runtime, str) else runtime, limits)
 
 
-BROWSER_RUNTIMES: Sequence[str] = ("local", "docker", "docker:runsc", "k8s", "k8s:gvisor")
+# The runtime names whose sandboxes run the browser envs.
+BROWSER_RUNTIMES: Sequence[str] = tuple(n for b in BACKENDS.values() for n in b.browser_variants)

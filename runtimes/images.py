@@ -97,7 +97,7 @@ def image_for(name: str, default: str) -> str:
     return name
 
 
-def _docker():
+def docker_client():
     import docker
 
     try:
@@ -124,7 +124,7 @@ def image_exists(client, tag: str) -> bool:
 def build(name: str = DEFAULT_RECIPE, force: bool = False, log: Callable[[str], None] = print) -> str:
     """Build (or find) the image of recipe `name`; returns its tag."""
     recipe_ = recipe(name)
-    client = _docker()
+    client = docker_client()
     if image_exists(client, recipe_.tag) and not force:
         log(f"{recipe_.tag}: up to date")
         return recipe_.tag
@@ -190,7 +190,7 @@ def _apt_install(rootfs: str, suite: str, packages: tuple[str, ...]) -> None:
 
 
 def list_images() -> list[dict]:
-    client = _docker()
+    client = docker_client()
     out = []
     for image in client.images.list(filters={"label": LABEL}):
         for tag in image.tags or ["<untagged>"]:

@@ -22,6 +22,10 @@ import tempfile
 import threading
 from pathlib import Path
 
+# The runtimes' in-sandbox code (agent, launchers): the source of what
+# backends stage for their sandboxes.
+BOUNDARY_DIR = Path(__file__).parent / "boundary"
+
 _lock = threading.Lock()
 _staged: dict[str, Path] = {}
 _seen_dirs: dict[tuple, Path] = {}
@@ -63,7 +67,7 @@ def stage_dir(src: Path, patterns: tuple[str, ...] = ("*.py",)) -> Path:
     with _lock:
         if seen in _seen_dirs:
             return _seen_dirs[seen]
-    dest = _stage(Path(src).name, {p.name: p.read_bytes() for p in files})
+    dest = stage_bytes(Path(src).name, {p.name: p.read_bytes() for p in files})
     with _lock:
         _seen_dirs[seen] = dest
     return dest
@@ -76,10 +80,11 @@ def _size_mtime(path: Path) -> tuple[int, int]:
 
 def stage_files(name: str, files: dict[str, str]) -> Path:
     """A read-only, world-readable folder holding the given text files."""
-    return _stage(name, {fname: text.encode() for fname, text in files.items()})
+    return stage_bytes(name, {fname: text.encode() for fname, text in files.items()})
 
 
-def _stage(name: str, files: dict[str, bytes]) -> Path:
+def stage_bytes(name: str, files: dict[str, bytes]) -> Path:
+    """A read-only, world-readable folder holding the given files."""
     digest = hashlib.sha256()
     for fname, data in sorted(files.items()):
         digest.update(fname.encode() + b"\0" + data + b"\0")

@@ -655,8 +655,10 @@ def gc_cmd(
     whose owner died or whose expiry passed; likewise sandbox pods on the
     Kubernetes cluster KUBECONFIG names (namespace: SANDGYM_K8S_NAMESPACE).
     """
-    from .runtimes.browser import reap_cgroups, reap_orphans
-    from .runtimes.local import reap_sandboxes, reap_tempdirs
+    from .runtimes.browser import reap_orphans
+    from .runtimes.local.browser import reap_cgroups
+    from .runtimes.local.leaks import reap_sandboxes
+    from .runtimes.tempdirs import reap_tempdirs
 
     sandboxes = reap_sandboxes(include_live=all_, owner=owner)
     killed = reap_orphans(include_live=all_, owner_pid=owner)
@@ -679,7 +681,7 @@ def _gc_docker(all_: bool) -> None:
     from .runtimes import RuntimeUnavailable
 
     try:
-        from .runtimes.docker import reap
+        from .runtimes.docker.leaks import reap
     except ImportError as e:
         console.print(f"docker: skipped ({e})", highlight=False, soft_wrap=True)
         return
@@ -702,7 +704,7 @@ def _gc_k8s(all_: bool) -> None:
     if not configured and not Path("~/.kube/config").expanduser().exists():
         return
     from .runtimes import RuntimeUnavailable
-    from .runtimes.k8s import reap as reap_pods
+    from .runtimes.k8s.leaks import reap as reap_pods
 
     try:
         pods = reap_pods(include_live_owners=all_)
@@ -984,7 +986,7 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
 
     from .harness import EvalRun
     from .policies import make_policy
-    from .runtimes.local import owned_tempdir
+    from .runtimes.tempdirs import owned_tempdir
 
     problems = 0
     tmp = owned_tempdir("validate")  # `sandgym gc` removes it if this process is killed

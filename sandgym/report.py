@@ -19,13 +19,14 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sandgym.families import family_of_env, load
+
 from . import __version__
 from .outcomes import Outcome
 from .records import EpisodeRecord, count_outcomes, policy_label
 from .runs import SUMMARY, Run, load_run
 
 REPORT = "report.html"
-SWEBENCH_REPORT = "report.json"  # written by `sandgym eval --predictions` (sandgym.predictions)
 PHASES = ("queue_s", "create_s", "exec_s", "verify_s", "total_s")
 PHASE_LABELS = {
     "queue_s": "queue (waiting for a worker)",
@@ -373,24 +374,16 @@ def _pass_at_k(run: Run) -> str:
     )
 
 
-def _swebench(run: Run) -> str:
-    """SWE-bench's run report, for runs of `sandgym eval --predictions`."""
-    import json
-
-    path = run.path / SWEBENCH_REPORT
+def _family_sections(run: Run) -> str:
+    """The sections the run's family adds (its `report_sections` hook in the
+    family table); none for a run of an env this sandgym does not know."""
     try:
-        data = json.loads(path.read_text()) if path.is_file() else None
-    except (OSError, ValueError):
-        data = None
-    if not isinstance(data, dict):
+        fam = family_of_env(run.summary.env_id)
+    except ValueError:
         return ""
-    keys = [k for k in data if k.endswith("_instances")]
-    items = "".join(f'<dt>{esc(k)}</dt><dd class="mono" data-field="{esc(k)}">{esc(data[k])}</dd>' for k in keys)
-    return (
-        f'<section id="swebench"><h2>SWE-bench report</h2><p class="sub">From {esc(SWEBENCH_REPORT)}, as '
-        "SWE-bench's harness counts: a missing prediction is incomplete, an empty patch is not run, an "
-        f'infrastructure error is an error.</p><dl class="meta">{items}</dl></section>'
-    )
+    if fam.report_sections is None:
+        return ""
+    return str(load(fam.report_sections)(run.path, run.records))
 
 
 def _latency(recs: list[EpisodeRecord]) -> str:
@@ -510,7 +503,7 @@ def render_report(run: Run) -> str:
         f'<h1>sandgym run report</h1><p class="sub">{esc(s.env_id)} · {esc(s.task_set)} · '
         f"{esc(_policy_text(s.policy))} · generated {esc(generated)} by sandgym {esc(__version__)}</p>"
         f'{banner}<section id="run"><h2>Run</h2>{_meta(run)}</section>'
-        f"{_headline(recs)}{_outcomes(recs)}{_statuses(recs)}{_pass_at_k(run)}{_swebench(run)}"
+        f"{_headline(recs)}{_outcomes(recs)}{_statuses(recs)}{_pass_at_k(run)}{_family_sections(run)}"
         f"{_reward_table(recs)}{_latency(recs)}{_cost(recs)}{_failures(recs)}"
         "</main></body></html>\n"
     )

@@ -6,7 +6,7 @@ and sandgym are installed on the host into a build context (`site/`, for
 the image's Python: Debian bookworm's 3.11, the same ABI as the host's),
 and the repository's `Dockerfile` copies them onto the `serve` base image
 (bookworm + python3 + bubblewrap, built by debootstrap). The server runs
-its sandboxes with the `jail` runtime (runtimes/jail.py), so the image
+its sandboxes with the `jail` runtime (runtimes/jail/), so the image
 needs no option beyond `-p`. The tag is a
 content hash of the base image, the lock, and sandgym's sources.
 """
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .runtimes.base import RuntimeUnavailable
-from .runtimes.images import LABEL, _docker, image_exists
+from .runtimes.images import LABEL, docker_client, image_exists
 from .runtimes.images import build as build_base
 
 REPOSITORY = "sandgym/serve"
@@ -75,7 +75,7 @@ def constraints_from_lock(lock: str) -> str:
 def build(force: bool = False, log: Callable[[str], None] = print) -> str:
     """Build (or find) the serve image; returns its tag."""
     root = project_root()
-    client = _docker()
+    client = docker_client()
     base = build_base("python-bwrap", log=log)
     tag = f"{REPOSITORY}:{_content_hash(root, base)}"
     if image_exists(client, tag) and not force:

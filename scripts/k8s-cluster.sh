@@ -293,7 +293,7 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "200Mi", nodefs.available: "2%", imagefs.available: "2%", nodefs.inodesFree: "2%"}
 serializeImagePulls: false
 # The pids cgroup of each pod: room for a gVisor sandbox's host tasks at its
-# 64-task cap (about 4n + 1024, runtimes/docker.py); runc pods are bounded
+# 64-task cap (about 4n + 1024, runtimes/gvisor.py); runc pods are bounded
 # by the agent's RLIMIT_NPROC first.
 podPidsLimit: 4096
 EOF

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sandgym.runtimes.local import LocalRuntime
+from sandgym.runtimes.local.runtime import LocalRuntime
 
 
 def pytest_collection_modifyitems(config, items):

@@ -29,8 +29,8 @@ from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_probl
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Runtime, SandboxError
 from sandgym.runtimes.browser import AppSpec, BrowserLimits
-from sandgym.runtimes.local import owned_tempdir
 from sandgym.runtimes.staging import stage_dir
+from sandgym.runtimes.tempdirs import owned_tempdir
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.browser_form import BrowserTaskPair

@@ -347,7 +347,9 @@ def test_close_leaves_no_pod_and_no_relay(k8s_cluster, backend):
         pod = rt.core.read_namespaced_pod(sandbox.pod, rt.namespace)
         assert pod.status.phase == "Running"
         relays = sandbox.process_ids()
-        assert relays and all(b"k8s_exec_relay" in open(f"/proc/{p}/cmdline", "rb").read() for p in relays)
+        assert relays and all(
+            b"sandgym.runtimes.k8s.exec_relay" in open(f"/proc/{p}/cmdline", "rb").read() for p in relays
+        )
         # Hardened as the runtime's pods are, two users, the state volume in the app's container only.
         spec = pod.spec
         assert spec.runtime_class_name == rt.runtime_class and not spec.share_process_namespace

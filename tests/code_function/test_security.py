@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandgym.runtimes.local import pid_alive
+from sandgym.runtimes.host_processes import pid_alive
 from sandgym.runtimes.staging import staging_root
 from sandgym.verifiers.code_function.host import verify
 from tests.helpers import make_task
@@ -31,11 +31,12 @@ def _foreign(pid: int) -> bool:
     that names another pid. An escaped process of ours, left to init,
     carries none and still counts."""
     from sandgym.runtimes.browser import MARKER_ENV
-    from sandgym.runtimes.local import OWNER_ENV, _environ, mark_owner
+    from sandgym.runtimes.host_processes import environ_of, mark_owner
+    from sandgym.runtimes.local.runtime import OWNER_ENV
 
     seen = 0
     while pid > 1 and seen < 64:
-        env = _environ(pid)
+        env = environ_of(pid)
         for name in (OWNER_ENV, MARKER_ENV):
             owner = mark_owner(env, name)
             if owner is not None:

@@ -8,7 +8,7 @@ import json
 from sandgym.envs.code_function.humaneval import import_humaneval
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import Mount
-from sandgym.runtimes.local import LocalRuntime
+from sandgym.runtimes.local.runtime import LocalRuntime
 from sandgym.runtimes.staging import stage_dir
 from sandgym.verifiers.code_function import host as code_function
 from sandgym.verifiers.code_function.host import run_examples, verify

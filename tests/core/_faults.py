@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from sandgym.records import EpisodeRecord
-from sandgym.runtimes.local import environs
+from sandgym.runtimes.host_processes import environs
 from sandgym.specs import TaskSet, bundled_task_set
 
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()

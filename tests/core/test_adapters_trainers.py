@@ -18,7 +18,7 @@ import pytest
 
 from sandgym.adapters import trainers
 from sandgym.adapters.trainers import CodeReward, VerificationUnavailable, compute_score, trl_reward_func
-from sandgym.runtimes.local import LocalRuntime
+from sandgym.runtimes.local.runtime import LocalRuntime
 from sandgym.specs import TaskSet, TaskSetMeta
 from tests.helpers import make_task
 

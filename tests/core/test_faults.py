@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandgym.runtimes.local import owned_tempdir, reap_tempdirs
+from sandgym.runtimes.tempdirs import owned_tempdir, reap_tempdirs
 from sandgym.specs import TaskSet, bundled_task_set
 
 from ._faults import (
@@ -239,7 +239,7 @@ def test_containers_killed_mid_run_are_retried_not_scored(clean, tmp_path):
     # never a score that differs from the clean run's.
     import docker
 
-    from sandgym.runtimes.docker import OWNER_LABEL
+    from sandgym.runtimes.docker.runtime import OWNER_LABEL
 
     replay, expected = clean
     traj = tmp_path / "out" / "trajectories.jsonl"
@@ -276,7 +276,7 @@ KILL_WHILE_STARTING = """
 import os, signal, sys, threading, time
 sys.path.insert(0, {root!r})
 from sandgym.runtimes import SandboxError
-from sandgym.runtimes.local import LocalRuntime
+from sandgym.runtimes.local.runtime import LocalRuntime
 from tests.core._faults import SANDBOX_UID, descendants
 rt = LocalRuntime(zygote={zygote})
 stop = threading.Event()

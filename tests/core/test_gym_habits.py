@@ -23,7 +23,7 @@ import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.base import EnvOptionError
 from sandgym.envs.swe_repo.actions import chat_tools, parse_action
 from sandgym.families import FAMILIES, load
-from sandgym.runtimes.local import environs
+from sandgym.runtimes.host_processes import environs
 from sandgym.spaces import SAMPLE_LENGTH, SharedTexts, TextOrToolCall, UnicodeText
 from sandgym.specs import TaskSet, bundled_task_set
 from tests.browser_form.test_miniwob import solve

@@ -124,8 +124,8 @@ def test_the_tree_imports_one_way():
     [
         ("sandgym.verifiers.swe_repo.host", "from sandgym.envs.swe_repo.env import SWERepoEnv\n"),
         ("sandgym.verifiers.swe_repo.host", "def f():\n    from ...envs.swe_repo import actions\n"),
-        ("sandgym.runtimes.local", "from sandgym.verifiers.models import Verdict\n"),
-        ("sandgym.runtimes.local", "from ..specs import TaskSet\n"),
+        ("sandgym.runtimes.local.runtime", "from sandgym.verifiers.models import Verdict\n"),
+        ("sandgym.runtimes.local.runtime", "from ...specs import TaskSet\n"),
         ("sandgym.envs.swe_repo.env", "from sandgym.harness import EvalRun\n"),
         ("sandgym.specs.base", "from sandgym.runtimes import get_runtime\n"),
         ("sandgym.harness", "from sandgym.verifiers.code_function.host import verify\n"),

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sandgym.harness import TRAJECTORIES, EvalRun
+from sandgym.harness import EvalRun
 from sandgym.leaderboard import LeaderboardError, bootstrap_interval, rank, wilson_interval
 from sandgym.policies import NullPolicy, OraclePolicy, ReplayPolicy
-from sandgym.runs import RunError, load_run
+from sandgym.runs import TRAJECTORIES, RunError, load_run
 from sandgym.specs import TaskSet, TaskSetMeta
 from tests.helpers import make_task
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from sandgym.harness import SUMMARY, TRAJECTORIES, EvalRun
+from sandgym.harness import EvalRun
 from sandgym.outcomes import OUTCOME_NAMES
 from sandgym.policies import NullPolicy, OraclePolicy, ReplayPolicy
 from sandgym.report import PHASES, fmt_seconds, write_report
-from sandgym.runs import RunError, load_run
-from sandgym.runtimes.local import LocalRuntime
+from sandgym.runs import SUMMARY, TRAJECTORIES, RunError, load_run
+from sandgym.runtimes.local.runtime import LocalRuntime
 from sandgym.specs import TaskSet, TaskSetMeta
 from tests.helpers import make_task
 

@@ -177,7 +177,7 @@ def test_from_docker_image_plays_an_episode(tag, network):
 PROBE = r"""
 import json, os, subprocess
 from sandgym.runtimes.base import SandboxSpec
-from sandgym.runtimes.jail import JailRuntime
+from sandgym.runtimes.jail.runtime import JailRuntime
 
 rt = JailRuntime()
 a, b = rt.create(SandboxSpec(pids=32)), rt.create(SandboxSpec())

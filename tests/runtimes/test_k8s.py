@@ -22,7 +22,7 @@ pytestmark = pytest.mark.k8s
 
 @pytest.fixture(scope="module")
 def k8s(k8s_cluster):
-    from sandgym.runtimes.k8s import KubernetesRuntime
+    from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
     rt = KubernetesRuntime()
     yield rt
@@ -32,7 +32,7 @@ def k8s(k8s_cluster):
 def manifest(rt, spec: SandboxSpec, sid: str = "sg-k8s-manifest-check") -> dict:
     from sandgym.runtimes.agent_client import agent_config
     from sandgym.runtimes.images import image_for
-    from sandgym.runtimes.k8s import pod_manifest
+    from sandgym.runtimes.k8s.pods import pod_manifest
 
     labels = {"sandgym.owner": "test-1", "sandgym.run": "test", "sandgym.expires": "0"}
     return pod_manifest(spec, sid, image_for(spec.image, rt.image), agent_config(spec), rt.runtime_class, None, labels)
@@ -139,7 +139,7 @@ def test_mounts_are_copied_in_read_only(k8s, tmp_path):
 def test_namespace_set_up_with_default_deny(k8s):
     from kubernetes import client
 
-    from sandgym.runtimes.k8s import NETWORK_POLICY
+    from sandgym.runtimes.k8s.pods import NETWORK_POLICY
 
     policy = client.NetworkingV1Api(k8s.api_client).read_namespaced_network_policy(NETWORK_POLICY, k8s.namespace)
     assert policy.spec.pod_selector.match_labels is None and sorted(policy.spec.policy_types) == ["Egress", "Ingress"]
@@ -153,7 +153,7 @@ def test_no_route_to_the_node_or_other_pods(k8s_cluster, isolation):
     """The test cluster's CNI enforces no NetworkPolicy; instead each pod is
     on an isolated bridge port with no gateway (scripts/k8s-cluster.sh): it
     reaches neither another pod nor the node. gVisor pods have loopback only."""
-    from sandgym.runtimes.k8s import KubernetesRuntime
+    from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
     rt = KubernetesRuntime(isolation)
     server = socket.socket()
@@ -210,7 +210,7 @@ def test_bad_input_and_missing_cluster(k8s_cluster, tmp_path, monkeypatch):
 
 
 def test_sigkill_then_gc_leaves_no_pod(k8s):
-    from sandgym.runtimes.k8s import OWNER_LABEL
+    from sandgym.runtimes.k8s.pods import OWNER_LABEL
 
     script = textwrap.dedent("""
         import time
@@ -277,7 +277,7 @@ def test_registry_prefixes_sandgyms_images(k8s_cluster):
     """On a real cluster the nodes pull sandgym's images from where the user
     pushed them (nothing is pulled here: only the names are checked)."""
     from sandgym.runtimes.images import default_image
-    from sandgym.runtimes.k8s import KubernetesRuntime
+    from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
     rt = KubernetesRuntime(registry="registry.example/")
     assert rt.image == f"registry.example/{default_image()}"

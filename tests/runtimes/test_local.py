@@ -17,7 +17,7 @@ import uuid
 import pytest
 
 from sandgym.runtimes import RuntimeUnavailable, SandboxError, SandboxSpec, get_runtime
-from sandgym.runtimes.local import LocalRuntime
+from sandgym.runtimes.local.runtime import LocalRuntime
 from tests.helpers import agent_host_pid
 
 
@@ -255,7 +255,7 @@ def test_sandbox_dies_with_its_parent(zygote, tmp_path):
     marker = f"{int(uuid.uuid4().int % 10**6) + 10**6}.25"
     script = textwrap.dedent(f"""
         import sys, time
-        from sandgym.runtimes.local import LocalRuntime
+        from sandgym.runtimes.local.runtime import LocalRuntime
         sb = LocalRuntime(zygote={zygote}).create()
         sb.exec(["sh", "-c", "sleep {marker} &"])
         print("ready", flush=True)
@@ -429,7 +429,7 @@ def test_a_stocked_sandbox_keeps_the_specs_lifetime():
 
 
 def test_bad_local_prestart_values(monkeypatch):
-    from sandgym.runtimes.local import PRESTART_ENV
+    from sandgym.runtimes.local.runtime import PRESTART_ENV
 
     monkeypatch.setenv(PRESTART_ENV, "many")
     with pytest.raises(ValueError, match=f"{PRESTART_ENV}='many'"):
@@ -576,8 +576,8 @@ def test_close_ends_a_sandbox_that_does_not_shut_down_when_asked(runtime, monkey
     # before `ready` would be the same): close() has the zygote end it.
     import signal
 
-    import sandgym.runtimes.local as local
-    from sandgym.runtimes.local import pid_alive
+    import sandgym.runtimes.local.runtime as local
+    from sandgym.runtimes.host_processes import pid_alive
 
     monkeypatch.setattr(local, "CLOSE_WAIT_S", 0.5)
     sb = runtime.create()

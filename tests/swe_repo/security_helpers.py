@@ -60,7 +60,7 @@ def our_containers() -> set[str]:
     """Containers this test process made (other runs on this machine have theirs)."""
     import docker
 
-    from sandgym.runtimes.docker import OWNER_LABEL, owner_label
+    from sandgym.runtimes.docker.runtime import OWNER_LABEL, owner_label
 
     found = docker.from_env().containers.list(
         all=True, filters={"label": f"{OWNER_LABEL}={owner_label()}"}, ignore_removed=True

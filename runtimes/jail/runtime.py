@@ -11,7 +11,7 @@ sandbox here is:
 - a chroot: a fresh root of hard links to the container's /usr, a few /etc
   files, five /dev nodes, the agent, the spec's mounts (copies), and
   private /workspace and /tmp; no /proc, no /sys;
-- no_new_privs and a seccomp filter of its own (jail_launch.py): no
+- no_new_privs and a seccomp filter of its own (runtimes/boundary/jail_launch.py): no
   `socket()` at all (so no network and no Unix sockets), no ptrace or
   process_vm_*, no io_uring, bpf, keyrings, unshare, mount or chroot, and
   no signal to the agent (it shares the commands' uid);
@@ -46,10 +46,10 @@ import time
 import uuid
 from pathlib import Path
 
-from .agent_client import AGENT_DIR, AgentChannel, AgentSandbox, agent_config
-from .base import Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec
-from .bwrap import ETC_ALLOWED
-from .jail_launch import kill_uid, uid_processes
+from ..agent_client import AGENT_DIR, AGENT_FILES, AgentChannel, AgentSandbox, agent_config
+from ..base import ETC_ALLOWED, Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec
+from ..boundary.jail_launch import kill_uid, uid_processes
+from ..staging import BOUNDARY_DIR
 
 DEFAULT_ROOT = "/var/lib/sandgym/jails"
 UID_BASE = 200_000  # far above any account of the image
@@ -57,8 +57,7 @@ UID_COUNT = 100_000
 READY_TIMEOUT_S = 30.0
 DEVICES = {"null": (1, 3), "zero": (1, 5), "full": (1, 7), "random": (1, 8), "urandom": (1, 9)}
 SHARE_KEPT = ("zoneinfo", "python3", "git-core", "misc")
-HERE = Path(__file__).resolve().parent
-LAUNCHER = HERE / "jail_launch.py"
+LAUNCHER = BOUNDARY_DIR.resolve() / "jail_launch.py"
 
 
 class JailRuntime(Runtime):
@@ -142,7 +141,8 @@ class JailRuntime(Runtime):
             except PermissionError:
                 raise RuntimeUnavailable("the jail runtime needs CAP_MKNOD (Docker grants it by default)") from None
             os.chmod(dev / name, 0o666)
-        self._copy(str(HERE / "agent"), jail / AGENT_DIR.lstrip("/"), link=False)
+        for name in AGENT_FILES:
+            self._copy(str(BOUNDARY_DIR / name), jail / AGENT_DIR.lstrip("/") / name, link=False)
         self._copy(str(LAUNCHER), jail / "opt/sandgym/jail_launch.py", link=False)
         for m in spec.mounts:
             target = jail / m.target.lstrip("/")

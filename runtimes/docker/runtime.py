@@ -29,20 +29,20 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from .agent_client import AGENT_DIR, AgentChannel, AgentSandbox, agent_config
-from .base import (
+from ..agent_client import AGENT_DIR, AGENT_FILES, AgentChannel, AgentSandbox, agent_config
+from ..base import (
     Runtime,
     RuntimeUnavailable,
     SandboxError,
     SandboxInfo,
     SandboxSpec,
 )
-from .images import _docker, default_image, image_exists, image_for
-from .staging import stage_dir
-from .stock import STOCK_MAX_IDLE_S, Stock, waiting
-from .stock import prestart_setting as stock_setting
+from ..gvisor import RUNSC_MAX_PIDS, runsc_host_tasks
+from ..images import default_image, docker_client, image_exists, image_for
+from ..staging import BOUNDARY_DIR, stage_dir
+from ..stock import STOCK_MAX_IDLE_S, Stock, waiting
+from ..stock import prestart_setting as stock_setting
 
 READY_TIMEOUT_S = 60.0
 OWNER_LABEL = "sandgym.owner"  # host:pid of the process that made it
@@ -54,34 +54,6 @@ ISOLATION = {"runc": "runc", "runsc": "runsc", "kata": "kata"}
 # Registered names tried for each isolation, in order.
 OCI_NAMES = {"runc": ("runc",), "runsc": ("runsc",), "kata": ("kata", "kata-runtime", "kata-qemu")}
 RUN_ID = uuid.uuid4().hex[:12]
-
-# gVisor (scripts/gvisor.sh builds it) runs on its systrap platform
-# (scripts/docker-engine.sh; KVM needs hardware virtualisation these hosts
-# lack). On ptrace, the old default, each address space's host stub gets
-# one traced thread per sentry thread that ever ran it, never freed: n
-# tasks cost up to n x 2 x (2n + 16) host tasks, a fork bomb of 64 peaked
-# at 1,620 (Debian's 2022 runsc) and 2,849 (this one on ptrace) in 3 s,
-# and when the pids cgroup refuses one the sentry panics and the sandbox
-# is gone, agent included. Under systrap n tasks cost about 2n + 200 host
-# tasks: a fork bomb peaked at 239 (n = 64), 457 (n = 128) and 953
-# (n = 256). The pids cgroup allows more than twice that, or ptrace's
-# worst case when the registered runsc names another platform or none.
-# What bounds n now is memory: each task costs the sandbox about 5 MB
-# (4.6 MB per idle forked python3, 0.25 MB under runc), all charged to the
-# container's memory cgroup, and an OOM there kills the sentry, the whole
-# sandbox with the agent. In the code verifier's 1 GB a fork bomb of 64
-# tasks ended as expected 20/20; of 128, 6/20 (14 OOM); of 256 in the SWE
-# family's 2 GB, 15/20; 128 and 256 held 20/20 only with 6 MB per task
-# more memory. So runsc sandboxes hold at most RUNSC_MAX_PIDS tasks
-# (gVisor enforces the agent's RLIMIT_NPROC).
-RUNSC_MAX_PIDS = 64
-
-
-def runsc_host_tasks(n: int, platform: str = "systrap") -> int:
-    """Host tasks a runsc sandbox of n tasks may need at worst (see above)."""
-    if platform == "systrap":
-        return 4 * n + 1024
-    return n * 2 * (2 * n + 64) + 1024
 
 
 def runsc_platform(runtime: dict) -> str:
@@ -102,7 +74,7 @@ class DockerRuntime(Runtime):
     def __init__(self, oci: str = "runc", image: str | None = None, prestart: int | None = None):
         if oci not in ISOLATION:
             raise ValueError(f"unknown OCI runtime {oci!r}; choices: {', '.join(ISOLATION)}")
-        self.client = _docker()
+        self.client = docker_client()
         registered = set(self.client.info().get("Runtimes", {}))
         names = [n for n in OCI_NAMES[oci] if n in registered]
         if not names:
@@ -129,7 +101,7 @@ class DockerRuntime(Runtime):
                 f"image {self.image} is missing: run `sandgym images build` (debootstrap, no registry)"
             )
         self._present = {self.image}  # images known to exist
-        self.agent_dir = stage_dir(Path(__file__).parent / "agent")
+        self.agent_dir = stage_dir(BOUNDARY_DIR, AGENT_FILES)
         # Containers outlive their maker unless removed: whatever is still
         # open at close() or at interpreter exit is removed then (after a
         # SIGKILL, `sandgym gc` finds them by label).
@@ -408,24 +380,3 @@ class _Remover:
     def drain(self) -> None:
         with self._cond:
             self._cond.wait_for(lambda: self._pending == 0)
-
-
-def reap(include_live_owners: bool = False) -> list[str]:
-    """Remove sandgym containers whose owner process is gone or whose
-    expiry has passed (or every one, with include_live_owners). Returns
-    the names removed."""
-    client = _docker()
-    host = socket.gethostname()
-    removed = []
-    for c in client.containers.list(all=True, filters={"label": OWNER_LABEL}, ignore_removed=True):
-        owner = c.labels.get(OWNER_LABEL, "")
-        expired = float(c.labels.get(EXPIRES_LABEL, "0") or 0) < time.time()
-        owner_host, _, pid = owner.partition(":")
-        owner_alive = owner_host == host and pid.isdigit() and os.path.exists(f"/proc/{pid}")
-        if include_live_owners or expired or not owner_alive:
-            try:
-                c.remove(force=True)
-                removed.append(c.name)
-            except Exception:
-                pass
-    return removed

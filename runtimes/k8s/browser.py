@@ -1,6 +1,6 @@
 """The browser sandbox as a pod of the k8s runtimes (runc, or gVisor through its RuntimeClass).
 
-One pod per browser sandbox, hardened as runtimes/k8s.py's are (the
+One pod per browser sandbox, hardened as the runtime's pods are (pods.py; the
 restricted Pod Security profile: non-root, read-only root, every
 capability dropped, no privilege escalation, seccomp RuntimeDefault, no
 service-account token; the owner/run/expiry labels `sandgym gc` reads; the
@@ -14,14 +14,14 @@ containers share the pod's loopback and nothing else:
   shareProcessNamespace the app's process is not in its view.
 
 Pods mount no host folders: the launcher, the app's source and its
-site-packages are copied in by the init container stager (as k8s.py does a
-spec's mounts) into volumes mounted read-only. The state folder is not
+site-packages are copied in by the init container stager (as runtime.py
+does a spec's mounts) into volumes mounted read-only. The state folder is not
 shared with the host either: `push_state` copies a database in (one exec,
 an atomic rename in the pod) and `pull_state` copies a consistent one out
 (SQLite's backup API run in the app container) before the verifier reads it.
 
 Playwright's pipes: the wrapper Playwright runs as the browser execs
-`k8s_exec_relay` (on the host, with this interpreter), which opens an exec
+`exec_relay` (on the host, with this interpreter), which opens an exec
 stream into the browser container and relays fds 3 and 4 over it; the host
 needs no network into the pod. The relay carries MARKER_ENV, so
 `process_ids()`, `kill()` and `sandgym gc` find it; a thread watches the
@@ -43,25 +43,14 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from .base import Runtime, SandboxError
-from .browser import LAUNCHER_DIR, MARKER_ENV, STATE_IN_SANDBOX, AppSpec, BrowserLimits, BrowserSandbox
-from .k8s import (
-    REQUESTS,
-    api_message,
-    container_running,
-    hardened_pod,
-    init_done,
-    mounts_tar,
-    pod_labels,
-    pod_problem,
-    pod_statuses,
-    secure_context,
-    stager_container,
-)
-from .local import environs
+from ..base import Runtime, SandboxError
+from ..browser import LAUNCHER_DIR, MARKER_ENV, STATE_IN_SANDBOX, AppSpec, BrowserLimits, BrowserSandbox
+from ..host_processes import environs
+from .api import api_message, container_running, init_done, pod_problem, pod_statuses
+from .pods import REQUESTS, hardened_pod, mounts_tar, pod_labels, secure_context, stager_container
 
 if TYPE_CHECKING:
-    from .k8s import KubernetesRuntime
+    from .runtime import KubernetesRuntime
 
 APP_UID = 1001
 BROWSER_UID = 1000
@@ -138,9 +127,9 @@ print(-1)
 class PodBrowserSandbox(BrowserSandbox):
     chromium_sandbox = False
 
-    def __init__(self, app: AppSpec, runtime: Runtime, limits: BrowserLimits | None = None):
-        if runtime.name != "k8s":
-            raise ValueError(f"PodBrowserSandbox needs a k8s runtime, not {runtime.name!r}")
+    def __init__(self, app: AppSpec, runtime: Runtime | None, limits: BrowserLimits | None = None):
+        if runtime is None or runtime.name != "k8s":
+            raise ValueError(f"PodBrowserSandbox needs a k8s Runtime object (get_runtime), not {runtime!r}")
         self.runtime: KubernetesRuntime = runtime  # type: ignore[assignment]
         # The state folder on the host is a staging area owned by this process:
         # what is in it reaches the pod by push_state().
@@ -284,7 +273,7 @@ class PodBrowserSandbox(BrowserSandbox):
     def _wrapper_script(self) -> str:
         # Playwright's pipes (fds 3 and 4) pass to the relay as they are. The
         # marker in its environment: kill() and `sandgym gc` find it.
-        argv = [sys.executable, "-m", "sandgym.runtimes.k8s_exec_relay", json.dumps(self._relay_cfg())]
+        argv = [sys.executable, "-m", "sandgym.runtimes.k8s.exec_relay", json.dumps(self._relay_cfg())]
         return f"#!/bin/sh\nexport {MARKER_ENV}={shlex.quote(self.id)}\nexec " + shlex.join(argv) + ' "$@"\n'
 
     # -- the state folder --------------------------------------------------------------

@@ -12,7 +12,7 @@ pod exited, or the pod died) Playwright's pipes close with it, so it sees
 the browser gone; when Playwright closes fd 3 the stream is closed, and the
 browser, its pipe at end of file, exits.
 
-    python -m sandgym.runtimes.k8s_exec_relay '{"pod":..., "namespace":..., "container":...,
+    python -m sandgym.runtimes.k8s.exec_relay '{"pod":..., "namespace":..., "container":...,
         "command": [...], "kubeconfig": null}' [arguments appended to the command]
 """
 
@@ -73,7 +73,7 @@ def relay(ws, fd_in: int, fd_out: int, fd_err: int) -> int:
         ws.close()
     except Exception:
         pass
-    from .k8s import exec_status
+    from .api import exec_status
 
     return exec_status(bytes(status)) if status else 1
 
@@ -82,7 +82,7 @@ def main(argv: list[str]) -> int:
     cfg = json.loads(argv[1])
     from kubernetes import client
 
-    from .k8s import load_client, pod_stream
+    from .api import load_client, pod_stream
 
     core = client.CoreV1Api(load_client(cfg.get("kubeconfig")))
     try:

@@ -1,10 +1,11 @@
 """The bubblewrap arguments every namespace sandbox starts with.
 
-Both the local runtime's sandboxes and the browser sandbox begin the same
+Both the local runtime's sandboxes and its browser sandbox begin the same
 way: new user, pid, ipc, uts, cgroup and net namespaces, running as uid
 1000, dying with their parent, and seeing of the host only `/usr`, the
-top-level library and binary links, and the few `/etc` files named here,
-read-only. One place, so a hardening change reaches both.
+top-level library and binary links, and the few `/etc` files the caller
+names (ETC_ALLOWED in base.py, plus the browser's fonts), read-only. One
+place, so a hardening change reaches both.
 """
 
 from __future__ import annotations
@@ -12,18 +13,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-
-# Host /etc entries that carry no secrets and that programs need.
-ETC_ALLOWED = (
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "localtime",
-    "alternatives",
-    "python3",
-    "python3.11",
-    "mime.types",
-)
 
 
 def host_root_args(bwrap: str, drop_to: tuple[int, int] | None, etc_names: Iterable[str], etc_dir: Path) -> list[str]:
@@ -67,3 +56,12 @@ def host_root_args(bwrap: str, drop_to: tuple[int, int] | None, etc_names: Itera
     for name in sorted(os.listdir(etc_dir)):
         a += ["--ro-bind", str(etc_dir / name), f"/etc/{name}"]
     return a
+
+
+def default_drop_to() -> tuple[int, int] | None:
+    """As root, the unprivileged host user and group sandboxes run as
+    (SANDGYM_SANDBOX_UID/GID, nobody by default); None otherwise."""
+    if os.geteuid() != 0:
+        return None
+    uid = int(os.environ.get("SANDGYM_SANDBOX_UID", 65534))
+    return uid, int(os.environ.get("SANDGYM_SANDBOX_GID", uid))

@@ -1,4 +1,4 @@
-"""Start one `jail` sandbox (runtimes/jail.py); standard library only.
+"""Start one `jail` sandbox (runtimes/jail/runtime.py); standard library only.
 
 `python3 -I -S jail_launch.py outer CONFIG_JSON`, as root, with the agent's
 channel on fds 0 and 1. The process stays outside as the sandbox's reaper

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import select
 import shutil
 import signal
@@ -24,12 +23,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .agent_client import AGENT_DIR, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
-from .base import (
+from ..agent_client import AGENT_DIR, AGENT_FILES, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
+from ..base import (
+    ETC_ALLOWED,
     WORKDIR,
     Runtime,
     RuntimeUnavailable,
@@ -37,9 +37,10 @@ from .base import (
     SandboxInfo,
     SandboxSpec,
 )
-from .bwrap import ETC_ALLOWED, host_root_args
-from .staging import stage_dir, stage_files, staging_root
-from .stock import STOCK_MAX_IDLE_S, Stock, prestart_setting, waiting
+from ..host_processes import environs, kill_tree
+from ..staging import BOUNDARY_DIR, stage_dir, stage_files, staging_root
+from ..stock import STOCK_MAX_IDLE_S, Stock, prestart_setting, waiting
+from .bwrap import host_root_args
 
 SANDBOX_PYTHON = "/usr/bin/python3"
 READY_TIMEOUT_S = 30.0
@@ -59,188 +60,17 @@ PRESTART_ENV = "SANDGYM_LOCAL_PRESTART"
 ZYGOTE_PRELOAD = ["_ast", "ctypes", "io", "random", "socket", "tarfile", "threading", "traceback", "typing", "nest"]
 
 
-# Temporary folders this process makes are named sandgym-<kind>-<pid>-XXXXXXXX
-# (owned_tempdir), so that `sandgym gc` can tell those of a process that is
-# gone (killed before it could clean up) from those of one still running.
-_OWNED = re.compile(r"^sandgym-(?P<kind>[a-z][a-z-]*?)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
-_STAGING_TMP = re.compile(r"^\.tmp-(?P<pid>\d+)-[A-Za-z0-9_]+$")
-
-
-def owned_tempdir(kind: str, parent: str | Path | None = None) -> Path:
-    """A new private folder sandgym-<kind>-<pid>-XXXXXXXX (in the temp folder
-    unless `parent`), which `sandgym gc` removes once this process is gone."""
-    return Path(tempfile.mkdtemp(prefix=f"sandgym-{kind}-{os.getpid()}-", dir=parent))
-
-
-def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (a zombie counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def reap_tempdirs(include_live: bool = False, root: str | Path | None = None, owner: int | None = None) -> list[Path]:
-    """Remove what killed sandgym processes left in the temp folder: folders
-    named by owned_tempdir() whose owner process is gone (or all of them,
-    with include_live; or only `owner`'s), and half-written copies in the
-    staging folder. Only this user's folders are touched. Returns what was
-    removed."""
-    from .staging import staging_root
-
-    base = Path(root or tempfile.gettempdir())
-    removed: list[Path] = []
-    me = os.geteuid()
-    candidates: list[tuple[Path, int]] = []
-    try:
-        for entry in os.scandir(base):
-            m = _OWNED.match(entry.name)
-            if m and entry.is_dir(follow_symlinks=False):
-                candidates.append((Path(entry.path), int(m["pid"])))
-    except OSError:
-        pass
-    staging = staging_root() if root is None else base / f"sandgym-stage-{me}"
-    try:
-        for entry in os.scandir(staging):
-            m = _STAGING_TMP.match(entry.name)
-            if m and entry.is_dir(follow_symlinks=False):
-                candidates.append((Path(entry.path), int(m["pid"])))
-    except OSError:
-        pass
-    for path, pid in candidates:
-        try:
-            if os.lstat(path).st_uid != me:
-                continue
-        except OSError:
-            continue
-        if owner is not None:
-            if pid != owner:
-                continue
-        elif pid == os.getpid() or (not include_live and pid_alive(pid)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
-            removed.append(path)
-    return removed
-
-
 # How long close() waits for a zygote sandbox's processes to be gone.
 CLOSE_WAIT_S = 5.0
 OWNER_ENV = "SANDGYM_OWNER"  # in every bubblewrap process's environment: the pid that started it
-_AGENT_ARG = "/opt/sandgym/agent/agent.py"
-
-
-def _environ(pid: int) -> list[bytes]:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
-
-
-def environs() -> Iterator[tuple[int, list[bytes]]]:
-    """(pid, environment entries) of every process whose environment can be read."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            env = _environ(int(entry))
-            if env:
-                yield int(entry), env
-
-
-def mark_owner(env: list[bytes], name: str) -> int | None:
-    """The owner's pid in an environment's mark `name`=PID-TOKEN, or None
-    (no such mark, or not a pid)."""
-    prefix = name.encode() + b"="
-    for item in env:
-        if item.startswith(prefix):
-            owner = item[len(prefix) :].split(b"-", 1)[0]
-            return int(owner) if owner.isdigit() else None
-    return None
-
-
-def owner_gone(mark: int, include_live: bool, owner: int | None) -> bool:
-    """Whether what carries `mark` (its owner's pid) is to be reaped: with
-    `owner`, only that owner's; else another process's that is gone (or
-    any other's, with include_live)."""
-    if owner is not None:
-        return mark == owner
-    return mark != os.getpid() and (include_live or not pid_alive(mark))
+# The agent in a bubblewrap command line (`sandgym gc` looks for it).
+AGENT_ARG = f"{AGENT_DIR}/agent.py"
 
 
 def marked(mark: str) -> list[int]:
     """The processes whose environment carries SANDGYM_OWNER=`mark`."""
     needle = f"{OWNER_ENV}={mark}".encode()
     return [pid for pid, env in environs() if needle in env]
-
-
-def reap_sandboxes(include_live: bool = False, owner: int | None = None) -> list[int]:
-    """SIGKILL local sandboxes (their bubblewrap process and everything under
-    it) whose owner is gone: those whose SANDGYM_OWNER names a dead process
-    (or `owner`, or any, with include_live), and, with no `owner` given, any
-    bubblewrap process running sandgym's agent that was left to init (a
-    live owner is always its parent). Returns the pids killed."""
-    killed = []
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        pid = int(entry)
-        try:
-            with open(f"/proc/{pid}/comm") as f:
-                if f.read().strip() not in ("bwrap", "setpriv"):
-                    continue
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmdline = f.read()
-        except (OSError, ValueError, IndexError):
-            continue
-        if _AGENT_ARG.encode() not in cmdline:
-            continue
-        mark = mark_owner(_environ(pid), OWNER_ENV)
-        if mark is not None:
-            doomed = owner_gone(mark, include_live, owner)
-        else:
-            doomed = owner is None and ppid == 1
-        if doomed:
-            _kill_tree(pid)
-            killed.append(pid)
-    return killed
-
-
-def children(pid: int) -> list[int]:
-    """The child processes of `pid` (of any of its threads); [] once it is gone."""
-    out: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                out.extend(int(c) for c in f.read().split())
-    except OSError:
-        pass
-    return out
-
-
-def _descendants(pid: int) -> list[int]:
-    out, frontier = [], children(pid)
-    while frontier:
-        p = frontier.pop()
-        out.append(p)
-        frontier.extend(children(p))
-    return out
-
-
-def _kill_tree(pid: int) -> None:
-    """SIGKILL a process and all its descendants, top first.
-
-    Killing the init of a PID namespace takes every process in it along.
-    """
-    seen = [pid, *_descendants(pid)]
-    for p in seen:
-        try:
-            os.kill(p, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 class _Spawner:
@@ -349,13 +179,13 @@ class _BwrapProcess:
         try:
             self.proc.wait(timeout=2.0 if clean else 0.2)
         except subprocess.TimeoutExpired:
-            _kill_tree(self.proc.pid)
+            kill_tree(self.proc.pid)
             self.proc.wait()
         if not clean:
             # bubblewrap killed while setting up leaves its child (not yet tied
             # to it by --die-with-parent) to init, waiting forever: find it by mark.
             for pid in marked(self.mark):
-                _kill_tree(pid)
+                kill_tree(pid)
         self.stderr.close()
 
 
@@ -386,7 +216,7 @@ class _Spawned:
 class LocalRuntime(Runtime):
     """Sandboxes from Linux namespaces on this machine.
 
-    By default new sandboxes are forked from a zygote (see agent/nest.py):
+    By default new sandboxes are forked from a zygote (see boundary/nest.py):
     one bubblewrap sandbox whose pristine agent forks a fresh set of
     namespaces per sandbox. `zygote=False`, or a spec whose mounts the
     zygote cannot provide, starts a bubblewrap process per sandbox.
@@ -422,7 +252,7 @@ class LocalRuntime(Runtime):
             if not shutil.which("setpriv"):
                 raise RuntimeUnavailable("runtime 'local' as root needs setpriv: run `apt-get install util-linux`")
             self.drop_to = (uid, gid)
-        self.agent_dir = stage_dir(Path(__file__).parent / "agent")
+        self.agent_dir = stage_dir(BOUNDARY_DIR, AGENT_FILES)
         self.etc_dir = stage_files(
             "etc",
             {

@@ -24,19 +24,19 @@ import shutil
 import threading
 from typing import TYPE_CHECKING
 
-from .base import Mount, Runtime, RuntimeUnavailable, Sandbox, SandboxError, SandboxSpec
-from .browser import (
+from ..base import Mount, Runtime, RuntimeUnavailable, Sandbox, SandboxError, SandboxSpec
+from ..browser import (
     LAUNCHER_DIR,
     MARKER_ENV,
     AppSpec,
     BrowserLimits,
     BrowserSandbox,
 )
-from .cgroups import oom_kills_of
-from .local import environs
+from ..cgroups import oom_kills_of
+from ..host_processes import environs
 
 if TYPE_CHECKING:
-    from .docker import DockerRuntime
+    from .runtime import DockerRuntime
 
 APP_UID = 1001
 BROWSER_UID = 1000
@@ -54,9 +54,9 @@ class ContainerBrowserSandbox(BrowserSandbox):
     # Docker's /dev/shm is 64 MB; Chromium's shared memory goes to /tmp (the limit's tmpfs).
     extra_args = ("--disable-dev-shm-usage",)
 
-    def __init__(self, app: AppSpec, runtime: Runtime, limits: BrowserLimits | None = None):
-        if runtime.name != "docker":
-            raise ValueError(f"ContainerBrowserSandbox needs a docker runtime, not {runtime.name!r}")
+    def __init__(self, app: AppSpec, runtime: Runtime | None, limits: BrowserLimits | None = None):
+        if runtime is None or runtime.name != "docker":
+            raise ValueError(f"ContainerBrowserSandbox needs a docker Runtime object (get_runtime), not {runtime!r}")
         docker_cli = shutil.which("docker")
         if not docker_cli:
             raise RuntimeUnavailable("the browser on docker needs the docker CLI: run scripts/setup.sh")

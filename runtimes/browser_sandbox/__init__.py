@@ -1,1 +1,0 @@
-"""In-sandbox code of the browser sandbox (the launcher), mounted read-only."""
