@@ -20,16 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandgym.envs.swe_repo.hiding import Definitions, Target, Unhideable, hide_tests, target_of
-from sandgym.envs.swe_repo.issues import (
-    Repro,
-    changed_lines,
-    names_any,
-    reproduction,
-    write_issue,
-    write_minimal,
-    write_symptom,
-)
+from sandgym.envs.swe_repo.issues import changed_lines, names_any, write_issue, write_minimal, write_symptom
 from sandgym.envs.swe_repo.mutations import Mutation
+from sandgym.envs.swe_repo.reproduction import Repro, reproduction
 from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
 
 # Long parametrized tables make long test lists: each list keeps a seeded
@@ -66,7 +59,7 @@ class Package:
         """Where the test methods are defined (base classes too), read once
         from the pristine tree; call with the repository lock held."""
         if self._definitions is None:
-            from sandgym.verifiers.swe_repo.host import protected_reason
+            from sandgym.verifiers.swe_repo.path_policy import protected_reason
 
             texts = {}
             for p in sorted(self.tree.rglob("*.py")):
@@ -352,7 +345,7 @@ def rewrite_issue(
         shown, repros = _shown_tests([], f2p, alone, details, test_sources)
     except Dropped:
         return None
-    from sandgym.verifiers.swe_repo.host import patch_paths
+    from sandgym.verifiers.swe_repo.diffs import patch_paths
 
     src_paths, test_paths = patch_paths(hidden.patch), patch_paths(hidden.test_patch)
     test_files = set(test_paths) | {t.split("::")[0] for t in f2p}

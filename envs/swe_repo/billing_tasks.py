@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import NotRequired, TypedDict
 
 from sandgym.runtimes import get_runtime
-from sandgym.specs import TaskSet, TaskSetMeta, bundled_dir, make_pair
-from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask
+from sandgym.specs import TaskSet, TaskSetMeta, bundled_dir
+from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask, SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import git_env
-from sandgym.verifiers.swe_repo.host import run_tests, verify
+from sandgym.verifiers.swe_repo.host import verify
+from sandgym.verifiers.swe_repo.sandbox import run_tests
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir
 
 OUT = bundled_dir() / "swe_repo" / "billing-v1"
@@ -299,7 +300,7 @@ def main() -> int:
             hidden = SWEHidden(
                 id=t["id"], patch=diff(start, fixed), test_patch=test_patch, FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p
             )
-            pair = make_pair(visible, hidden)
+            pair = SWETaskPair(visible=visible, hidden=hidden)
             gold = verify(pair, hidden.patch, runtime)
             null = verify(pair, "", runtime)
             print(f"{t['id']}: F2P {len(f2p)} P2P {len(p2p)} gold {gold.status} null {null.status}")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from gymnasium import spaces
 
@@ -43,16 +43,14 @@ from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.specs.swe_repo_options import SWERepoOptions
 from sandgym.verifiers.models import Verdict
 from sandgym.verifiers.swe_repo.checkout import StartState, start_state
-from sandgym.verifiers.swe_repo.host import (
-    MAX_DIFF_BYTES,
+from sandgym.verifiers.swe_repo.host import MAX_DIFF_BYTES, status_text, verify
+from sandgym.verifiers.swe_repo.sandbox import (
     REPO_DIR,
     VENV_DIR,
     WORKSPACE,
     isolation_for,
     run_in_sandbox,
     sandbox_spec,
-    status_text,
-    verify,
 )
 
 from .actions import ActionError, ToolCall, chat_tools, parse_action, tool_action
@@ -242,7 +240,7 @@ class SWERepoEnv(SandgymEnv):
         super().reset(seed=seed)
         task = choose_task(self.task_set, options, self.np_random)
         self._close_sandbox()
-        self.task = cast(SWETaskPair, task)  # a swe_repo task set holds SWE task pairs
+        self.task = SWETaskPair.of(task)
         self._steps, self._done = 0, False
         self._limit = self.step_limit(self.max_steps)
         self.last_verdict = self.artifact = None

@@ -3,18 +3,23 @@
 From one PyPI release to validated SWE tasks:
 
 1. find the sdist, record its url and sha256, unpack it and make a git
-   repository of it (the patches are `git diff`s in that repository);
-2. find the package's test requirements, pin them, build the cached venv;
+   repository of it (the patches are `git diff`s in that repository;
+   `source_tree.py`);
+2. find the package's test requirements (`requirements.py`), pin them,
+   build the cached venv;
 3. run the whole suite twice in sandboxes; the tests that pass both times
    (in test files, which the verifier protects) are the usable ones;
 4. propose AST mutations of the source files (`mutations.py`), run the
    suite on each mutant in a sandbox, keep those that make usable tests fail
-   without breaking collection;
+   without breaking collection (`candidates.py`);
 5. FAIL_TO_PASS = usable tests the mutant fails; PASS_TO_PASS = the other
    usable tests of the same files; the issue comes from the failures
-   (`issues.py`);
+   (`assemble.py`, `issues.py`);
 6. validate with the verifier: the gold patch scores FULL and the empty
    diff NO, twice each; anything else drops the task.
+
+This module holds the run over one package (`make_swe`, resumable through
+`journal.py`) and writes task sets.
 """
 
 from __future__ import annotations
@@ -22,26 +27,34 @@ from __future__ import annotations
 import json
 import random
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import tomllib
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
-from email.parser import Parser
 from pathlib import Path
 
 from sandgym.envs.swe_repo.assemble import Package
+from sandgym.envs.swe_repo.candidates import (
+    NOT_COMBINED,
+    Candidate,
+    Outcome,
+    Settings,
+    Worker,
+    evaluate,
+    order_candidates,
+)
+from sandgym.envs.swe_repo.journal import Journal, last_combination_number
 from sandgym.envs.swe_repo.mutations import Mutation, find_mutations
+from sandgym.envs.swe_repo.requirements import discover_test_requirements, loosen, normalize_name
+from sandgym.envs.swe_repo.source_tree import detect_import_root, is_test_path, make_repo, source_files
 from sandgym.errors import SandgymError
 from sandgym.runtimes.base import SandboxError
 from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
-from sandgym.specs.swe_repo import RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
-from sandgym.verifiers.swe_repo.checkout import GIT_IDENTITY
+from sandgym.specs.swe_repo import RepoSource, SWETaskPair, TestEnvironment
 from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_sdist, pristine_tree, test_venv
 
 FACTORY_VERSION = 2  # 2: hidden failing tests, held-out tests, issue levels, combined bugs
@@ -49,51 +62,6 @@ PIN_PYTEST = "pytest==8.3.4"  # the verifier's base requirement; resolved pins m
 # What that pytest imports before any test: a package of these names is
 # shadowed by pytest's own copy in the venv, so no mutant of it can fail a test.
 PYTEST_IMPORTS = {"pytest", "iniconfig", "packaging", "pluggy", "exceptiongroup", "tomli", "colorama", "pygments"}
-# Dependency names that are tooling around tests, not needed to run them here
-# (coverage and linters; benchmark plugins; the runner's own pytest).
-TOOLING = {
-    "pytest",
-    "coverage",
-    "pytest-cov",
-    "pycodestyle",
-    "flake8",
-    "ruff",
-    "mypy",
-    "pyright",
-    "ty",
-    "black",
-    "isort",
-    "pre-commit",
-    "tox",
-    "nox",
-    "pytest-benchmark",
-    "pytest-codspeed",
-    "codecov",
-    "pylint",
-    "atheris",
-    "pytest-xdist",
-    "pytest-randomly",
-    "pytest-timeout",
-    "build",
-    "twine",
-    "wheel",
-    "setuptools",
-}
-TEST_EXTRAS = ("test", "tests", "testing")
-REQUIREMENT_FILES = (
-    "requirements-test.txt",
-    "requirements-tests.txt",
-    "requirements_test.txt",
-    "test-requirements.txt",
-    "requirements/test.txt",
-    "requirements/tests.txt",
-    "requirements/testing.txt",
-    "tests/requirements.txt",
-)
-MAX_F2P_SHARE = 0.5  # a mutant failing more of the suite breaks the package, not one behaviour
-# Single mutants that never go into a combination: too broad alone already, or
-# failing a test that cannot be hidden (the combination would fail it too).
-NOT_COMBINED = ("too_broad", "unhideable")
 
 
 class FactoryError(SandgymError, RuntimeError):
@@ -169,7 +137,7 @@ class FactoryStats:
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 
 
-# -- package, requirements -------------------------------------------------------
+# -- package, requirements, usable tests --------------------------------------------
 
 
 def parse_package(spec: str) -> tuple[str, str]:
@@ -177,105 +145,6 @@ def parse_package(spec: str) -> tuple[str, str]:
     if not m:
         raise FactoryError(f"--package {spec!r}: expected NAME==VERSION, e.g. toolz==1.0.0")
     return m.group(1), m.group(2)
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _req_name(req: str) -> str:
-    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)", req)
-    return _norm(m.group(1)) if m else ""
-
-
-def _drop_extra_marker(req: str) -> str:
-    """`foo>=1; extra == "tests"` -> `foo>=1` (pip evaluates the other markers)."""
-    if ";" not in req:
-        return req.strip()
-    spec, marker = req.split(";", 1)
-    parts = [p.strip() for p in re.split(r"\band\b", marker) if not re.search(r"\bextra\s*==", p)]
-    return spec.strip() + (f"; {' and '.join(parts)}" if parts else "")
-
-
-def discover_test_requirements(tree: Path, name: str) -> tuple[list[str], list[str]]:
-    """(requirement strings, where each group was found). Looks at the sdist's
-    metadata (runtime requirements and a test/tests/testing extra), PEP 735
-    dependency groups of those names, and the usual requirements files."""
-    found: list[str] = []
-    sources: list[str] = []
-    pkg_info = tree / "PKG-INFO"
-    if pkg_info.exists():
-        meta = Parser().parsestr(pkg_info.read_text(errors="replace"))
-        for req in meta.get_all("Requires-Dist") or []:
-            extra = re.search(r"""\bextra\s*==\s*["']([^"']+)["']""", req)
-            if extra is None or extra.group(1) in TEST_EXTRAS:
-                found.append(_drop_extra_marker(req))
-        if found:
-            sources.append("PKG-INFO Requires-Dist (runtime and test extras)")
-    pyproject = tree / "pyproject.toml"
-    data: dict = {}
-    if pyproject.exists():
-        try:
-            data = tomllib.loads(pyproject.read_text())
-        except tomllib.TOMLDecodeError:
-            data = {}
-    if not pkg_info.exists():
-        # A checkout rather than an sdist: the same metadata, from its source files.
-        declared, where = _declared_requirements(tree, data)
-        found += declared
-        sources += where
-    if data:
-        groups = data.get("dependency-groups", {})
-        for g in TEST_EXTRAS:
-            items = [r for r in groups.get(g, []) if isinstance(r, str)]
-            if items:
-                found += items
-                sources.append(f"pyproject.toml [dependency-groups] {g}")
-    for rel in REQUIREMENT_FILES:
-        p = tree / rel
-        if p.exists():
-            lines = [ln.split("#", 1)[0].strip() for ln in p.read_text(errors="replace").splitlines()]
-            found += [ln for ln in lines if ln and not ln.startswith("-")]
-            sources.append(rel)
-    own = _norm(name)
-    keep = [r for r in dict.fromkeys(found) if _req_name(r) and _req_name(r) not in TOOLING and _req_name(r) != own]
-    return keep, sources
-
-
-def _declared_requirements(tree: Path, pyproject: dict) -> tuple[list[str], list[str]]:
-    """Runtime requirements and test extras a source checkout declares:
-    pyproject.toml's [project] table, else setup.cfg's [options]."""
-    found: list[str] = []
-    sources: list[str] = []
-    project = pyproject.get("project", {}) if isinstance(pyproject.get("project"), dict) else {}
-    deps = [r for r in project.get("dependencies", []) if isinstance(r, str)]
-    extras = project.get("optional-dependencies", {})
-    for g in TEST_EXTRAS:
-        deps += [r for r in (extras.get(g, []) if isinstance(extras, dict) else []) if isinstance(r, str)]
-    if deps:
-        found += [_drop_extra_marker(r) for r in deps]
-        sources.append("pyproject.toml [project] (runtime and test extras)")
-    setup_cfg = tree / "setup.cfg"
-    if not deps and setup_cfg.exists():
-        import configparser
-
-        cfg = configparser.ConfigParser(interpolation=None)
-        try:
-            cfg.read_string(setup_cfg.read_text(errors="replace"))
-        except configparser.Error:
-            return found, sources
-
-        def lines(section: str, key: str) -> list[str]:
-            raw = cfg.get(section, key, fallback="")
-            return [ln.split("#", 1)[0].strip() for ln in raw.splitlines() if ln.split("#", 1)[0].strip()]
-
-        reqs = lines("options", "install_requires")
-        for g in TEST_EXTRAS:
-            reqs += lines("options.extras_require", g)
-        if reqs:
-            found += [_drop_extra_marker(r) for r in reqs]
-            sources.append("setup.cfg [options] (install_requires and test extras)")
-    return found, sources
 
 
 def pin_requirements(requirements: list[str]) -> list[str]:
@@ -308,7 +177,7 @@ def pin_requirements(requirements: list[str]) -> list[str]:
         if r.returncode != 0:
             raise FactoryError(f"cannot resolve test requirements {reqs}: {r.stderr[-1500:]}")
         report = json.loads(r.stdout)
-        return {_norm(i["metadata"]["name"]): i["metadata"]["version"] for i in report.get("install", [])}
+        return {normalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report.get("install", [])}
 
     base = resolve([PIN_PYTEST])
     try:
@@ -323,99 +192,13 @@ def pin_requirements(requirements: list[str]) -> list[str]:
     return sorted(f"{n}=={v}" for n, v in full.items() if base.get(n) != v)
 
 
-def loosen(req: str) -> str:
-    """`foo[bar]==1.2; python_version < "3.12"` -> `foo[bar]; python_version < "3.12"`."""
-    spec, sep, marker = req.partition(";")
-    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)\s*(\[[^\]]*\])?", spec)
-    if not m or "@" in spec:
-        return req.strip()
-    return (m.group(1) + (m.group(2) or "").replace(" ", "") + (f"; {marker.strip()}" if sep else "")).strip()
-
-
-def detect_import_root(tree: Path) -> str:
-    """`src` for src-layouts, the repository root otherwise."""
-    src = tree / "src"
-    if src.is_dir() and any((p / "__init__.py").exists() or p.suffix == ".py" for p in src.iterdir()):
-        return "src"
-    return "."
-
-
-# -- which files are tests, which are source ---------------------------------------
-
-
-def is_test_path(path: str) -> bool:
-    """The verifier's notion of a test file (it refuses agents' edits there)."""
-    from sandgym.verifiers.swe_repo.host import protected_reason
-
-    return protected_reason(path) is not None
-
-
-def source_files(tree: Path, import_root: str) -> list[str]:
-    """Python modules of the package itself: under the import root, not tests,
-    not build scripts or docs."""
-    root = tree / import_root
-    out = []
-    for p in sorted(root.rglob("*.py")):
-        rel = p.relative_to(tree).as_posix()
-        parts = set(Path(rel).parts)
-        if is_test_path(rel) or parts & {
-            "docs",
-            "doc",
-            "examples",
-            "benchmark",
-            "benchmarks",
-            "tools",
-            "scripts",
-            "build",
-            ".github",
-        }:
-            continue
-        if import_root == "." and len(Path(rel).parts) == 1 and p.name in ("setup.py", "noxfile.py", "conftest.py"):
-            continue
-        if any(part.endswith(".egg-info") for part in parts):
-            continue
-        out.append(rel)
-    return out
-
-
-# -- git ---------------------------------------------------------------------------
-
-
-def make_repo(tree: Path):
-    """A git repository of the pristine tree: one commit, fixed identity."""
-    import git
-
-    repo = git.Repo.init(tree)
-    with repo.config_writer() as cw:
-        cw.set_value("core", "autocrlf", "false")
-        cw.set_value("user", "name", GIT_IDENTITY["GIT_AUTHOR_NAME"])
-        cw.set_value("user", "email", GIT_IDENTITY["GIT_AUTHOR_EMAIL"])
-    repo.git.add("-A", "-f", ".")
-    repo.git.commit("-q", "-m", "pristine", "--no-verify", env=GIT_IDENTITY)
-    return repo
-
-
-def diff_of(repo, path: str, new_text: str) -> tuple[str, str]:
-    """(base_patch pristine->mutant, gold patch mutant->pristine) of one file,
-    as git writes them; the file is restored afterwards."""
-    file = Path(repo.working_tree_dir) / path
-    original = file.read_bytes()
-    try:
-        file.write_text(new_text, encoding="utf-8")
-        forward = repo.git.diff("--no-color", "--no-ext-diff", "--", path) + "\n"
-        backward = repo.git.diff("--no-color", "--no-ext-diff", "-R", "--", path) + "\n"
-    finally:
-        file.write_bytes(original)
-    return forward, backward
-
-
 # -- the factory ---------------------------------------------------------------------
 
 
 def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Package:
-    from sandgym.verifiers.swe_repo.host import run_tests
+    from sandgym.verifiers.swe_repo.sandbox import run_tests
 
-    if _norm(name) in PYTEST_IMPORTS:
+    if normalize_name(name) in PYTEST_IMPORTS:
         raise FactoryError(
             f"{name}=={version}: pytest imports its own copy of {name} before the tests run, "
             "so the tests never see a mutant; pick a package pytest does not depend on"
@@ -488,153 +271,7 @@ def stable_passing(a: dict[str, str], b: dict[str, str]) -> tuple[list[str], set
     return usable, flaky, unstable
 
 
-def order_candidates(mutations: list[Mutation], seed: int) -> list[Mutation]:
-    """A seeded shuffle, round-robin over operators so every operator gets its
-    turn early; typed mutations outside import-time code first (they fail
-    tests rather than collection or with a TypeError)."""
-    rng = random.Random(seed)
-    out = []
-    tiers = [
-        [m for m in mutations if m.typed and not m.at_import],
-        [m for m in mutations if not m.typed and not m.at_import],
-        [m for m in mutations if m.at_import],
-    ]
-    for tier in tiers:
-        by_op: dict[str, list[Mutation]] = {}
-        for m in tier:
-            by_op.setdefault(m.operator, []).append(m)
-        for ms in by_op.values():
-            rng.shuffle(ms)
-        ops = sorted(by_op)
-        rng.shuffle(ops)
-        while any(by_op.values()):
-            for op in ops:
-                if by_op[op]:
-                    out.append(by_op[op].pop())
-    return out
-
-
-@dataclass
-class Outcome:
-    kind: str  # kept | one of WASTE
-    task: TaskPair | None = None
-    detail: str = ""
-    failing: list[str] = field(default_factory=list)  # usable tests the mutant fails
-    diff_key: str = ""
-
-
-@dataclass
-class Candidate:
-    key: str  # journal key
-    task_id: str
-    mutations: list[Mutation]
-    alone: list[set[str]]  # per mutation: the tests it fails alone (known for combinations)
-
-    @property
-    def functions(self) -> set[str]:
-        return {f"{m.path}:{m.function}" for m in self.mutations}
-
-
-class _Worker:
-    """A private copy of the pristine tree, mutated one candidate at a time."""
-
-    def __init__(self, pkg: Package, root: Path):
-        self.tree = root
-        shutil.copytree(pkg.tree, root, ignore=shutil.ignore_patterns(".git"))
-
-
-@dataclass
-class Settings:
-    levels: dict[str, float]
-    seed: int = 0
-    validate_runs: int = 2
-    min_held_out: int = 1
-
-
-def evaluate(
-    pkg: Package, cand: Candidate, worker: _Worker, runtime, repo_lock: threading.Lock, cfg: Settings
-) -> Outcome:
-    from sandgym.envs.swe_repo.assemble import Dropped, assemble, choose_level, mutated_files, read_texts
-    from sandgym.verifiers.swe_repo.host import run_tests, verify
-
-    originals = read_texts(worker.tree, {m.path for m in cand.mutations})
-    texts = mutated_files(originals, cand.mutations)
-    timeout = max(60.0, 5 * pkg.suite_s)
-    try:
-        for p, text in texts.items():
-            (worker.tree / p).write_text(text, encoding="utf-8")
-        run = run_tests(runtime, worker.tree, pkg.environment, None, timeout)
-    finally:
-        for p, text in originals.items():
-            (worker.tree / p).write_text(text, encoding="utf-8")
-    if run.timed_out:
-        return Outcome("timed_out")
-    missing = sum(run.status(t) == "missing" for t in pkg.usable)
-    # Only a module that imports in the pristine tree and not with the mutant counts.
-    if set(run.collect_errors) - pkg.collect_errors or missing > len(pkg.usable) // 2:
-        return Outcome("broke_import", detail=", ".join(sorted(run.collect_errors))[:200])
-    f2p = [t for t in pkg.usable if run.status(t) in ("failed", "error")]
-    if not f2p:
-        return Outcome("survived")
-    if len(f2p) > max(20, MAX_F2P_SHARE * len(pkg.usable)):
-        return Outcome("too_broad", detail=f"{len(f2p)} of {len(pkg.usable)} tests fail", failing=f2p)
-    alone = cand.alone or [set(f2p)]
-    if any(not (fails & set(f2p)) for fails in alone):
-        return Outcome("invalid", detail="one bug of the combination fails no test with the others in")
-    level = choose_level(cfg.levels, cand.task_id, cfg.seed)
-    timeout_s = float(min(600, max(60, int(10 * pkg.suite_s))))
-    try:
-        task, key = assemble(
-            pkg, cand.task_id, cand.mutations, f2p, alone, run.details, level, repo_lock, timeout_s, cfg.min_held_out
-        )
-    except Dropped as e:
-        return Outcome(e.kind, detail=e.detail, failing=f2p)
-    for _ in range(cfg.validate_runs):
-        good = verify(task, task.hidden.patch, runtime)
-        if good.status != "FULL":
-            return Outcome("invalid", detail=f"gold patch: {good.status} {good.detail[:200]}", failing=f2p)
-        empty = verify(task, "", runtime)
-        if empty.status != "NO":
-            return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}", failing=f2p)
-    return Outcome("kept", task, failing=f2p, diff_key=key)
-
-
-# -- resumable runs ----------------------------------------------------------------------
-
-
-class Journal:
-    """One JSON line per evaluated candidate (and the kept task), appended as
-    it finishes; a killed run re-reads it and goes on where it stopped."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.entries: dict[str, dict] = {}
-        self.done: dict | None = None
-        self._lock = threading.Lock()
-        if path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue  # a line cut short by the kill
-                if rec.get("done"):
-                    self.done = rec
-                elif isinstance(rec.get("key"), str):
-                    self.entries[rec["key"]] = rec
-
-    def add(self, rec: dict) -> None:
-        with self._lock:
-            self.entries[rec.get("key", "")] = rec
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
-
-    def tasks(self) -> list[TaskPair]:
-        return [
-            SWETaskPair(visible=SWETask(**r["task"]["visible"]), hidden=SWEHidden(**r["task"]["hidden"]))
-            for r in self.entries.values()
-            if r.get("outcome") == "kept" and r.get("task")
-        ]
+# -- the run over one package, resumable --------------------------------------------------
 
 
 def make_swe(
@@ -650,7 +287,7 @@ def make_swe(
     combined_share: float = 0.0,
     journal: Path | None = None,
     min_held_out: int = 1,
-) -> tuple[list[TaskPair], FactoryStats]:
+) -> tuple[list[SWETaskPair], FactoryStats]:
     """Validated tasks from one PyPI release: at most `max_tasks`, one
     single-bug task per function, and about `combined_share` of them with two
     or three bugs in different functions (each failing tests alone). With
@@ -694,9 +331,9 @@ class _Run:
     def __init__(self, pkg, runtime, jobs, cfg, stats, book, work, log, progress, max_tasks):
         self.pkg, self.runtime, self.cfg, self.stats, self.book = pkg, runtime, cfg, stats, book
         self.log, self.progress, self.max_tasks = log, progress, max_tasks
-        self.workers = [_Worker(pkg, work / f"worker-{i}") for i in range(jobs)]
+        self.workers = [Worker(pkg, work / f"worker-{i}") for i in range(jobs)]
         self.repo_lock = threading.Lock()
-        self.kept: list[TaskPair] = book.tasks() if book else []
+        self.kept: list[SWETaskPair] = book.tasks() if book else []
         self.diff_keys = {r.get("diff_key", "") for r in (book.entries.values() if book else ()) if r.get("diff_key")}
         self.failing: dict[str, tuple[Mutation, set[str]]] = {}  # single mutants that fail tests: the combination pool
         self.broke: set[str] = set()  # functions whose mutant broke collection
@@ -739,7 +376,7 @@ class _Run:
             stats.combined += combined
             for m in cand.mutations:
                 stats.by_operator[m.operator] = stats.by_operator.get(m.operator, 0) + 1
-            level = out.task.visible.difficulty.issue_level  # type: ignore[attr-defined]
+            level = out.task.visible.difficulty.issue_level  # type: ignore[union-attr]
             stats.by_level[level] = stats.by_level.get(level, 0) + 1
             if not combined:
                 self.kept_functions |= cand.functions
@@ -776,7 +413,7 @@ class _Run:
 
     def _pool(self, next_candidate: Callable[[], Candidate | None], want: int, limit: int) -> None:
         free = list(self.workers)
-        pending: dict[Future, tuple[Candidate, _Worker]] = {}
+        pending: dict[Future, tuple[Candidate, Worker]] = {}
         tried = 0
         with ThreadPoolExecutor(len(self.workers)) as pool:
             while True:
@@ -894,18 +531,7 @@ class _Run:
         self._pool(next_candidate, want, 4 * want)
 
 
-def last_combination_number(entries) -> int:
-    """The highest `combo-NNNN` an earlier run gave out. Journals written
-    before entries carried `task_id` have the id only in a kept task."""
-    numbers = [0]
-    for r in entries:
-        task_id = r.get("task_id") or (r.get("task") or {}).get("visible", {}).get("id", "")
-        if "/combo-" in task_id:
-            numbers.append(int(task_id.rsplit("-", 1)[1]))
-    return max(numbers)
-
-
-def write_task_set(tasks: list[TaskPair], out: Path, name: str = "", description: str = "") -> TaskSet:
+def write_task_set(tasks: list[SWETaskPair], out: Path, name: str = "", description: str = "") -> TaskSet:
     """Write (or extend) a swe_repo task set in `out`; tasks with the same id are replaced."""
     out = Path(out)
     existing: list[TaskPair] = []

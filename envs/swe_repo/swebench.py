@@ -55,16 +55,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sandgym.envs.swe_repo.factory import (
-    FactoryError,
-    _norm,
-    detect_import_root,
-    discover_test_requirements,
-    is_test_path,
-    pin_requirements,
-)
+from sandgym.envs.swe_repo.factory import FactoryError, pin_requirements
+from sandgym.envs.swe_repo.requirements import discover_test_requirements, normalize_name
+from sandgym.envs.swe_repo.source_tree import detect_import_root, is_test_path
 from sandgym.outcomes import Outcome
-from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError, format_validation_error
+from sandgym.runtimes.base import Runtime
+from sandgym.specs import TaskSet, TaskSetMeta, TaskSpecError, format_validation_error
 from sandgym.specs.swe_repo import COMMIT_RE, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
 from sandgym.verifiers.models import Attempt, Verdict
 from sandgym.verifiers.swe_repo.checkout import start_state
@@ -367,12 +363,12 @@ def make_task(inst: Instance, envs: _Environments, work: Path) -> SWETaskPair:
     return SWETaskPair(visible=visible, hidden=hidden)
 
 
-def validate_task(task: TaskPair, runtime) -> list[str]:
+def validate_task(task: SWETaskPair, runtime: Runtime) -> list[str]:
     """The gold patch must score FULL and the unchanged start state must not pass."""
     from sandgym.verifiers.swe_repo.host import verify
 
     problems = []
-    gold = verify(task, task.hidden.patch, runtime)  # type: ignore[attr-defined]
+    gold = verify(task, task.hidden.patch, runtime)
     if gold.status != "FULL":
         failing = [f"{t.name} ({t.status})" for t in gold.tests if t.status != "passed"][:5]
         problems.append(
@@ -502,12 +498,11 @@ def exported_repo(source: RepoSource) -> str:
     """The SWE-bench `repo` of a source: git keeps its own; pypi `pypi/<name>`; bundled `sandgym/<name>`."""
     if source.kind == "git":
         return source.name
-    return f"{'pypi' if source.kind == 'pypi' else 'sandgym'}/{_norm(source.name)}"
+    return f"{'pypi' if source.kind == 'pypi' else 'sandgym'}/{normalize_name(source.name)}"
 
 
-def export_instance(task: TaskPair, base_commit: str) -> dict[str, Any]:
+def export_instance(task: SWETaskPair, base_commit: str) -> dict[str, Any]:
     visible, hidden = task.visible, task.hidden
-    assert isinstance(visible, SWETask) and isinstance(hidden, SWEHidden)
     src = visible.repo
     at_source = src.kind == "git" and not visible.base_patch.strip()
     extra: dict[str, Any] = {
@@ -541,15 +536,15 @@ def export_instance(task: TaskPair, base_commit: str) -> dict[str, Any]:
     }
 
 
-def _start_commit(task: TaskPair, repos_out: Path | None, tag: bool) -> str:
+def _start_commit(task: SWETaskPair, repos_out: Path | None, tag: bool) -> str:
     """The task's start state as a commit; copied into repos_out when given."""
-    state = start_state(task.visible)  # type: ignore[arg-type]
+    state = start_state(task.visible)
     if repos_out is None:
         return state.base_commit
     with tempfile.TemporaryDirectory(prefix="sandgym-export-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(state.repo_tar)) as tar:
             tar.extractall(tmp, filter="data")
-        dest = repos_out / f"{repo_slug(exported_repo(task.visible.repo))}.git"  # type: ignore[attr-defined]
+        dest = repos_out / f"{repo_slug(exported_repo(task.visible.repo))}.git"
         refs = {_ref_name(task.id): state.base_commit} if tag else {}
         copy_commits(Path(tmp) / "repo" / ".git", refs, dest)
     return state.base_commit
@@ -568,11 +563,8 @@ def export_swebench(
     out = Path(out)
     progress = progress or (lambda phase, done, total: None)
     repos_dir = Path(repos_out) if repos_out is not None else None
-    needs_repo = [
-        t.id
-        for t in task_set.tasks
-        if not (t.visible.repo.kind == "git" and not t.visible.base_patch.strip())  # type: ignore[attr-defined]
-    ]
+    tasks = [SWETaskPair.of(t) for t in task_set.tasks]
+    needs_repo = [t.id for t in tasks if not (t.visible.repo.kind == "git" and not t.visible.base_patch.strip())]
     if needs_repo and repos_dir is None:
         raise SWEBenchError(
             f"{len(needs_repo)} task(s) (e.g. {needs_repo[0]!r}) start from a state that is no commit of a "
@@ -581,9 +573,9 @@ def export_swebench(
         )
     rows = []
     by_repo: dict[str, dict[str, str]] = {}  # git source name -> {tag: commit}
-    for i, task in enumerate(task_set.tasks):
+    for i, task in enumerate(tasks):
         progress("exporting", i, len(task_set))
-        src = task.visible.repo  # type: ignore[attr-defined]
+        src = task.visible.repo
         if task.id in needs_repo:
             base = _start_commit(task, repos_dir, tag=True)
         else:
@@ -610,12 +602,12 @@ def export_swebench(
 
 def _point_head(git_dir: Path) -> None:
     """A `main` branch at the last tagged commit, so a clone checks something out."""
-    from sandgym.verifiers.swe_repo.git_sources import _run
+    from sandgym.verifiers.swe_repo.git_sources import run_git
 
-    tags = _run(["for-each-ref", "--format=%(objectname)", "--sort=refname", "refs/tags/sandgym"], git_dir).split()
+    tags = run_git(["for-each-ref", "--format=%(objectname)", "--sort=refname", "refs/tags/sandgym"], git_dir).split()
     if tags:
-        _run(["update-ref", "refs/heads/main", tags[-1].decode()], git_dir)
-        _run(["symbolic-ref", "HEAD", "refs/heads/main"], git_dir)
+        run_git(["update-ref", "refs/heads/main", tags[-1].decode()], git_dir)
+        run_git(["symbolic-ref", "HEAD", "refs/heads/main"], git_dir)
 
 
 def export_task_set(task_set: TaskSet, out: Path, options: dict[str, Any]) -> str:
@@ -631,7 +623,7 @@ def export_task_set(task_set: TaskSet, out: Path, options: dict[str, Any]) -> st
 # -- predictions ---------------------------------------------------------------------------
 
 
-def verify_prediction(task: TaskPair, patch: str, runtime) -> Verdict:
+def verify_prediction(task: SWETaskPair, patch: str, runtime: Runtime) -> Verdict:
     """The family's `predictions` hook: a SWE-bench model_patch, judged by the verifier."""
     from sandgym.verifiers.swe_repo.host import VERIFIER_VERSION, SWEVerdict, verify
 

@@ -231,8 +231,8 @@ def test_swe_verdicts_hold_with_bytecode_and_the_stock(backend):
     and the verifier still scores the gold patch FULL and an empty diff NO,
     on docker through containers started ahead."""
     from sandgym.specs import bundled_dir
-    from sandgym.verifiers.swe_repo.host import IMAGE, VENV_DIR, venv_mount
     from sandgym.verifiers.swe_repo.host import verify as verify_swe
+    from sandgym.verifiers.swe_repo.sandbox import IMAGE, VENV_DIR, venv_mount
 
     task = TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1").tasks[0]
     rt = DockerRuntime(prestart=1) if backend == "docker" else get_runtime(backend)

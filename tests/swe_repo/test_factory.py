@@ -15,9 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandgym.envs.swe_repo.factory import FactoryError, diff_of, discover_test_requirements, make_repo, parse_package
+from sandgym.envs.swe_repo.factory import FactoryError, parse_package
 from sandgym.envs.swe_repo.issues import changed_lines, write_issue
 from sandgym.envs.swe_repo.mutations import OPERATORS, find_mutations
+from sandgym.envs.swe_repo.requirements import discover_test_requirements
+from sandgym.envs.swe_repo.source_tree import diff_of, make_repo
 from sandgym.specs import TaskSet
 from sandgym.specs.swe_repo import SWETaskPair
 from tests.helpers import swe_tasks
@@ -231,7 +233,7 @@ def test_packages_pytest_imports_itself_are_refused_before_any_download(tmp_path
 def test_combination_ids_go_on_after_old_journal_entries():
     """Journals from before `task_id` was recorded (inflection's) hold the id
     in the kept task only; a resumed run reused combo-0001..0003."""
-    from sandgym.envs.swe_repo.factory import last_combination_number
+    from sandgym.envs.swe_repo.journal import last_combination_number
 
     old = [
         {"key": "a+b", "outcome": "kept", "task": {"visible": {"id": "pkg-1.0/combo-0003"}}},
@@ -246,7 +248,7 @@ def test_combination_ids_go_on_after_old_journal_entries():
 def test_lock_file_pins_are_loosened_to_names_keeping_extras_and_markers():
     """A pip-compile lock pins another pytest's dependencies (itsdangerous'
     requirements/tests.txt: pluggy==1.4.0); the retry keeps names, extras and markers."""
-    from sandgym.envs.swe_repo.factory import loosen
+    from sandgym.envs.swe_repo.requirements import loosen
 
     assert loosen("pluggy==1.4.0") == "pluggy"
     assert loosen('foo[bar, baz]>=1.2; python_version < "3.12"') == 'foo[bar,baz]; python_version < "3.12"'
@@ -434,7 +436,7 @@ def join(a, b, name):
     plus_name = [m for m in muts if m.operator == "swap_arithmetic" and "a - name" in m.apply(source)]
     assert plus_name and not any(m.typed for m in plus_name)  # str + str -> str - str: a TypeError
     assert not any(m.typed for m in muts if m.operator == "return_none")
-    from sandgym.envs.swe_repo.factory import order_candidates
+    from sandgym.envs.swe_repo.candidates import order_candidates
 
     ordered = order_candidates(muts, 0)
     ranks = [0 if m.typed and not m.at_import else 1 if not m.at_import else 2 for m in ordered]
@@ -540,7 +542,8 @@ def test_inherited_test_methods_are_hidden_where_they_are_defined():
 
 
 def test_symptom_reproduction_from_a_parametrized_failure():
-    from sandgym.envs.swe_repo.issues import names_any, reproduction, write_minimal, write_symptom
+    from sandgym.envs.swe_repo.issues import names_any, write_minimal, write_symptom
+    from sandgym.envs.swe_repo.reproduction import reproduction
 
     detail = (
         "tests/test_d.py:10: in test_double\n    assert double(x) == y\n"

@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 
 from sandgym.outcomes import Outcome
-from sandgym.specs import TaskPair, TaskSet
+from sandgym.specs import TaskSet
 from sandgym.specs.swe_repo import SWETaskPair
-from sandgym.verifiers.swe_repo.host import protected_reason, task_test_files, verify
+from sandgym.verifiers.swe_repo.host import verify
+from sandgym.verifiers.swe_repo.path_policy import protected_reason, task_test_files
 
-from .test_security import F2P, ROUNDING, at_call, make_diff, violated
+from .security_helpers import F2P, ROUNDING, at_call, make_diff, violated
 
 V2 = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "pypi-v2"
 
@@ -62,12 +63,12 @@ GENERATED = [
 ]
 
 
-def with_tests(task_id: str, extra: list[str], only: bool = False) -> TaskPair:
+def with_tests(task_id: str, extra: list[str], only: bool = False) -> SWETaskPair:
     """The shipped task with `extra` in its PASS_TO_PASS (`only`: as its whole PASS_TO_PASS)."""
     task = SWETaskPair.of(TaskSet.load(V2).get(task_id))
     keep = [] if only else [t for t in task.hidden.PASS_TO_PASS if t not in extra]
     p2p = keep + [t for t in extra if t not in task.hidden.FAIL_TO_PASS]
-    return TaskPair(visible=task.visible, hidden=task.hidden.model_copy(update={"PASS_TO_PASS": p2p}))
+    return SWETaskPair(visible=task.visible, hidden=task.hidden.model_copy(update={"PASS_TO_PASS": p2p}))
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_files_of_the_tasks_tests_are_protected_whatever_their_names(runtime):
     assert protected_reason("billing/tax.py", files) == "billing/tax.py: the task's tests are in it"
     assert protected_reason("billing/tax.py") is None
     assert protected_reason("tests.py") and protected_reason("pkg/test.py")
-    task = TaskPair(visible=ROUNDING.visible, hidden=hidden)
+    task = SWETaskPair(visible=ROUNDING.visible, hidden=hidden)
     verdict = verify(task, make_diff(ROUNDING, {"billing/tax.py": "RATE = 0\n"}), runtime)
     assert verdict.outcome == Outcome.VIOLATION, (verdict.outcome, verdict.detail)
     assert any("billing/tax.py: the task's tests are in it" in v for v in verdict.violations), verdict.violations

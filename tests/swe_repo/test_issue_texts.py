@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from sandgym.envs.swe_repo.assemble import Dropped, issue_text
-from sandgym.envs.swe_repo.issues import Repro, explain_reproduction, names_any, write_minimal, write_symptom
+from sandgym.envs.swe_repo.issues import names_any, write_minimal, write_symptom
+from sandgym.envs.swe_repo.reproduction import Repro, explain_reproduction
 from sandgym.specs.swe_repo import TestEnvironment as Environment
-from sandgym.verifiers.swe_repo.host import run_tests
+from sandgym.verifiers.swe_repo.sandbox import run_tests
 
 FIXED = """\
 LIMIT = 10

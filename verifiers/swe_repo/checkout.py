@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandgym.specs.swe_repo import SWETask
-from sandgym.verifiers.swe_repo.sources import RepoError, _locked, cache_dir, pristine_tree
+from sandgym.verifiers.swe_repo.sources import RepoError, cache_dir, cache_lock, pristine_tree
 
 CHECKOUT_VERSION = 1
 REPO_NAME = "repo"
@@ -148,7 +148,7 @@ def start_state(task: SWETask) -> StartState:
             _memo.move_to_end(key)
             return _memo[key]
     dest = cache_dir() / "swe_start" / key
-    with _locked(dest):
+    with cache_lock(dest):
         if not (dest / "meta.json").exists():
             if dest.exists():
                 shutil.rmtree(dest)

@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 from sandgym.specs.swe_repo import COMMIT_RE, RepoSource
 from sandgym.verifiers.swe_repo.checkout import git_env
-from sandgym.verifiers.swe_repo.sources import RepoError, _locked, cache_dir
+from sandgym.verifiers.swe_repo.sources import RepoError, cache_dir, cache_lock
 
 REPOS_ENV = "SANDGYM_GIT_REPOS"
 SANDGYM_REF = "refs/sandgym"  # refs that keep fetched commits in the mirror
@@ -44,7 +44,7 @@ def mirror_dir(name: str) -> Path:
     return cache_dir() / "git" / f"{repo_slug(name)}.git"
 
 
-def _run(args: list[str], git_dir: Path | None = None, stdin: bytes | None = None) -> bytes:
+def run_git(args: list[str], git_dir: Path | None = None, stdin: bytes | None = None) -> bytes:
     cmd = ["git"] + ([f"--git-dir={git_dir}"] if git_dir else []) + args
     r = subprocess.run(cmd, env=git_env(str(cache_dir())), input=stdin, capture_output=True)
     if r.returncode != 0:
@@ -98,10 +98,10 @@ def ingest(repo: Path, name: str, commits: list[str]) -> Path:
     """Fetch `commits` (shallow) from the local repository `repo` into the
     cache mirror of `name`; a commit already there is not fetched again."""
     mirror = mirror_dir(name)
-    with _locked(mirror):
+    with cache_lock(mirror):
         if not (mirror / "HEAD").exists():
             mirror.mkdir(parents=True, exist_ok=True)
-            _run(["init", "-q", "--bare", "--template=", str(mirror)])
+            run_git(["init", "-q", "--bare", "--template=", str(mirror)])
         for commit in dict.fromkeys(commits):
             if not COMMIT_RE.match(commit):
                 raise RepoError(f"{commit!r} is not a full hex commit id")
@@ -111,13 +111,13 @@ def ingest(repo: Path, name: str, commits: list[str]) -> Path:
             upload = "git -c safe.directory=* -c uploadpack.allowAnySHA1InWant=true upload-pack"
             try:
                 url = f"file://{repo.resolve()}"
-                _run(["fetch", "-q", "--no-tags", "--depth=1", f"--upload-pack={upload}", url, commit], mirror)
+                run_git(["fetch", "-q", "--no-tags", "--depth=1", f"--upload-pack={upload}", url, commit], mirror)
             except RepoError as e:
                 raise RepoError(
                     f"commit {commit} of {name!r} is not in {repo} ({e}); fetch it there first "
                     "(git fetch origin), or point --repos at a clone that has it"
                 ) from None
-            _run(["update-ref", f"{SANDGYM_REF}/{commit}", commit], mirror)
+            run_git(["update-ref", f"{SANDGYM_REF}/{commit}", commit], mirror)
     return mirror
 
 
@@ -148,7 +148,7 @@ def _safe_path(path: str) -> bool:
 def write_tree(git_dir: Path, commit: str, dest: Path) -> Path:
     """Write the files of `commit` into `dest` (created; must not exist)."""
     dest = Path(dest)
-    listing = _run(["ls-tree", "-r", "-z", "--full-tree", commit], git_dir)
+    listing = run_git(["ls-tree", "-r", "-z", "--full-tree", commit], git_dir)
     blobs: list[tuple[str, str, str]] = []  # (mode, sha, path)
     for entry in listing.split(b"\0"):
         if not entry:
@@ -214,12 +214,12 @@ def copy_commits(source_git_dir: Path, commits: dict[str, str], dest: Path) -> P
     (created when missing), one ref each; shallow sources stay shallow there."""
     if not (dest / "HEAD").exists():
         dest.mkdir(parents=True, exist_ok=True)
-        _run(["init", "-q", "--bare", "--template=", "-b", "main", str(dest)])
+        run_git(["init", "-q", "--bare", "--template=", "-b", "main", str(dest)])
     if not commits:
         return dest
     upload = "git -c safe.directory=* -c uploadpack.allowAnySHA1InWant=true upload-pack"
     refspecs = [f"+{commit}:{ref}" for ref, commit in commits.items()]
-    _run(
+    run_git(
         [
             "fetch",
             "-q",

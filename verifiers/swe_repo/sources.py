@@ -65,7 +65,7 @@ def cache_dir() -> Path:
 
 
 @contextmanager
-def _locked(path: Path):
+def cache_lock(path: Path):
     """One builder per cache entry, across processes."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as f:
@@ -105,7 +105,7 @@ def fetch_sdist(source: RepoSource) -> Path:
     if source.kind != "pypi":
         raise RepoError(f"{source.name!r} is a {source.kind} source, not an sdist")
     dest = cache_dir() / "sdists" / f"{source.name}-{source.version}.tar.gz"
-    with _locked(dest):
+    with cache_lock(dest):
         if not dest.exists():
             url = source.sdist_url or find_sdist(source.name, source.version)[0]
             tmp = dest.with_suffix(".part")
@@ -171,7 +171,7 @@ def test_venv(env: TestEnvironment) -> Path:
     """A venv with pytest and the pinned requirements, built once (network
     only here) and reused by every task that names the same set."""
     dest = cache_dir() / "venvs" / environment_key(env)
-    with _locked(dest):
+    with cache_lock(dest):
         if (dest / ".complete").exists():
             if not (dest / COMPILED_MARK).exists():
                 compile_venv(dest)

@@ -1,0 +1,139 @@
+"""Mutants as candidate tasks: the order they are tried in, and the
+evaluation of one (run the suite on the mutant in a sandbox, assemble the
+task, validate it with the verifier) into an `Outcome`.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandgym.envs.swe_repo.assemble import Package
+from sandgym.envs.swe_repo.mutations import Mutation
+from sandgym.specs.swe_repo import SWETaskPair
+
+MAX_F2P_SHARE = 0.5  # a mutant failing more of the suite breaks the package, not one behaviour
+# Single mutants that never go into a combination: too broad alone already, or
+# failing a test that cannot be hidden (the combination would fail it too).
+NOT_COMBINED = ("too_broad", "unhideable")
+
+
+def order_candidates(mutations: list[Mutation], seed: int) -> list[Mutation]:
+    """A seeded shuffle, round-robin over operators so every operator gets its
+    turn early; typed mutations outside import-time code first (they fail
+    tests rather than collection or with a TypeError)."""
+    rng = random.Random(seed)
+    out = []
+    tiers = [
+        [m for m in mutations if m.typed and not m.at_import],
+        [m for m in mutations if not m.typed and not m.at_import],
+        [m for m in mutations if m.at_import],
+    ]
+    for tier in tiers:
+        by_op: dict[str, list[Mutation]] = {}
+        for m in tier:
+            by_op.setdefault(m.operator, []).append(m)
+        for ms in by_op.values():
+            rng.shuffle(ms)
+        ops = sorted(by_op)
+        rng.shuffle(ops)
+        while any(by_op.values()):
+            for op in ops:
+                if by_op[op]:
+                    out.append(by_op[op].pop())
+    return out
+
+
+@dataclass
+class Outcome:
+    """What became of one candidate."""
+
+    kind: str  # kept | one of WASTE
+    task: SWETaskPair | None = None
+    detail: str = ""
+    failing: list[str] = field(default_factory=list)  # usable tests the mutant fails
+    diff_key: str = ""
+
+
+@dataclass
+class Candidate:
+    """One or more mutants (two or three: a combined task) to evaluate as a task."""
+
+    key: str  # journal key
+    task_id: str
+    mutations: list[Mutation]
+    alone: list[set[str]]  # per mutation: the tests it fails alone (known for combinations)
+
+    @property
+    def functions(self) -> set[str]:
+        return {f"{m.path}:{m.function}" for m in self.mutations}
+
+
+class Worker:
+    """A private copy of the pristine tree, mutated one candidate at a time."""
+
+    def __init__(self, pkg: Package, root: Path):
+        self.tree = root
+        shutil.copytree(pkg.tree, root, ignore=shutil.ignore_patterns(".git"))
+
+
+@dataclass
+class Settings:
+    """What shapes the tasks of one run."""
+
+    levels: dict[str, float]
+    seed: int = 0
+    validate_runs: int = 2
+    min_held_out: int = 1
+
+
+def evaluate(
+    pkg: Package, cand: Candidate, worker: Worker, runtime, repo_lock: threading.Lock, cfg: Settings
+) -> Outcome:
+    from sandgym.envs.swe_repo.assemble import Dropped, assemble, choose_level, mutated_files, read_texts
+    from sandgym.verifiers.swe_repo.host import verify
+    from sandgym.verifiers.swe_repo.sandbox import run_tests
+
+    originals = read_texts(worker.tree, {m.path for m in cand.mutations})
+    texts = mutated_files(originals, cand.mutations)
+    timeout = max(60.0, 5 * pkg.suite_s)
+    try:
+        for p, text in texts.items():
+            (worker.tree / p).write_text(text, encoding="utf-8")
+        run = run_tests(runtime, worker.tree, pkg.environment, None, timeout)
+    finally:
+        for p, text in originals.items():
+            (worker.tree / p).write_text(text, encoding="utf-8")
+    if run.timed_out:
+        return Outcome("timed_out")
+    missing = sum(run.status(t) == "missing" for t in pkg.usable)
+    # Only a module that imports in the pristine tree and not with the mutant counts.
+    if set(run.collect_errors) - pkg.collect_errors or missing > len(pkg.usable) // 2:
+        return Outcome("broke_import", detail=", ".join(sorted(run.collect_errors))[:200])
+    f2p = [t for t in pkg.usable if run.status(t) in ("failed", "error")]
+    if not f2p:
+        return Outcome("survived")
+    if len(f2p) > max(20, MAX_F2P_SHARE * len(pkg.usable)):
+        return Outcome("too_broad", detail=f"{len(f2p)} of {len(pkg.usable)} tests fail", failing=f2p)
+    alone = cand.alone or [set(f2p)]
+    if any(not (fails & set(f2p)) for fails in alone):
+        return Outcome("invalid", detail="one bug of the combination fails no test with the others in")
+    level = choose_level(cfg.levels, cand.task_id, cfg.seed)
+    timeout_s = float(min(600, max(60, int(10 * pkg.suite_s))))
+    try:
+        task, key = assemble(
+            pkg, cand.task_id, cand.mutations, f2p, alone, run.details, level, repo_lock, timeout_s, cfg.min_held_out
+        )
+    except Dropped as e:
+        return Outcome(e.kind, detail=e.detail, failing=f2p)
+    for _ in range(cfg.validate_runs):
+        good = verify(task, task.hidden.patch, runtime)
+        if good.status != "FULL":
+            return Outcome("invalid", detail=f"gold patch: {good.status} {good.detail[:200]}", failing=f2p)
+        empty = verify(task, "", runtime)
+        if empty.status != "NO":
+            return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}", failing=f2p)
+    return Outcome("kept", task, failing=f2p, diff_key=key)
