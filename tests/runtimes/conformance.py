@@ -42,7 +42,7 @@ def sandgym_sandboxes() -> set[str]:
 
         core = client.CoreV1Api(load_client())
         pods = core.list_namespaced_pod(DEFAULT_NAMESPACE, label_selector=K8S_OWNER_LABEL).items
-        found |= {f"pod/{p.metadata.name}" for p in pods}
+        found |= {f"pod/{p.metadata.name}" for p in pods if p.metadata is not None}
     return found
 
 

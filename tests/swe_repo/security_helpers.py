@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import tarfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from sandgym.outcomes import Outcome
@@ -65,7 +66,7 @@ def our_containers() -> set[str]:
     found = docker.from_env().containers.list(
         all=True, filters={"label": f"{OWNER_LABEL}={owner_label()}"}, ignore_removed=True
     )
-    return {c.name for c in found}
+    return {c.name for c in found if c.name is not None}  # every container has a name
 
 
 @contextlib.contextmanager
@@ -96,7 +97,7 @@ def nothing_outside_changes(runtime):
         assert not m.exists(), f"{m} was written from inside a sandbox"
 
 
-def make_diff(task: SWETaskPair, files: dict[str, str | None], gold: bool = False) -> str:
+def make_diff(task: SWETaskPair, files: Mapping[str, str | None], gold: bool = False) -> str:
     """A git diff against the task's start state: `files` maps paths to new
     contents (None deletes); `gold` applies the gold patch first."""
     work = Path(os.environ.get("TMPDIR", "/tmp")) / f"sg-attack-{os.getpid()}-{time.monotonic_ns()}"
@@ -131,7 +132,9 @@ def make_diff(task: SWETaskPair, files: dict[str, str | None], gold: bool = Fals
 
 def source(task: SWETaskPair, rel: str) -> str:
     with tarfile.open(fileobj=io.BytesIO(start_state(task.visible).tree_tar)) as tar:
-        return tar.extractfile(f"repo/{rel}").read().decode()
+        member = tar.extractfile(f"repo/{rel}")
+        assert member is not None, f"repo/{rel} is not a regular file"
+        return member.read().decode()
 
 
 def with_prefix(task: SWETaskPair, rel: str, code: str) -> dict[str, str]:

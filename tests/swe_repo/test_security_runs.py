@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sandgym.outcomes import Outcome
 from sandgym.verifiers.swe_repo.checkout import start_state
-from sandgym.verifiers.swe_repo.host import verify
+from sandgym.verifiers.swe_repo.host import SWEAttempt, verify
 from sandgym.verifiers.swe_repo.path_policy import start_info
 from sandgym.verifiers.swe_repo.sandbox import boundary_mount
 from sandgym.verifiers.swe_repo.scan import scan_diff
@@ -202,6 +202,7 @@ def test_legitimate_introspection_is_noted_not_punished(runtime, host_guard):
     assert (verdict.outcome, verdict.status) == (Outcome.PASSED, "FULL"), (verdict.detail, verdict.violations)
     assert {"billing/money.py:5: gc", "billing/money.py:6: inspect"} <= set(verdict.scan), verdict.scan
     attempt = verdict.attempts[-1]
+    assert isinstance(attempt, SWEAttempt)
     assert attempt.scan == verdict.scan and attempt.checks["sentinels"]
 
 
@@ -265,10 +266,10 @@ def test_records_cross_checks_and_sentinel_rules():
     mod = "tests/test_money.py"
     ok, bad = Sentinel(mod, "test_a_b_1", True, ""), Sentinel(mod, "test_a_b_2", False, "")
 
-    def run_of(*records):
+    def run_of(*records: dict) -> TestRun:
         run = TestRun(exit_code=1)
         ids = [r["nodeid"] for r in records if r.get("kind") == "report"]
-        head = [{"kind": "armed"}, {"kind": "collected", "n": len(ids), "ids": ids}]
+        head: list[dict] = [{"kind": "armed"}, {"kind": "collected", "n": len(ids), "ids": ids}]
         parse_records([*head, *records, {"kind": "finish", "exitstatus": 1}], run)
         return run
 
