@@ -150,30 +150,6 @@ SANDBOX_HOSTS = {
 # the private-name rule covers the package only.
 PRIVATE_RULE_SKIPS = ("tests",)
 
-# Findings in files that other helpers are rewriting for issue 36
-# (runtimes/, verifiers/swe_repo/, envs/swe_repo/, sandgym/cli.py,
-# sandgym/harness.py), or whose fix is in such a file: tolerated until
-# their branches are merged, then this list is emptied.
-# (file, what the finding says after "file:line: ").
-KNOWN = {
-    (
-        "envs/swe_repo/swebench.py",
-        "imports _norm from sandgym.envs.swe_repo.factory: a private name, outside its module",
-    ),
-    (
-        "envs/swe_repo/swebench.py",
-        "imports _run from sandgym.verifiers.swe_repo.git_sources: a private name, outside its module",
-    ),
-    (
-        "verifiers/swe_repo/checkout.py",
-        "imports _locked from sandgym.verifiers.swe_repo.sources: a private name, outside its module",
-    ),
-    (
-        "verifiers/swe_repo/git_sources.py",
-        "imports _locked from sandgym.verifiers.swe_repo.sources: a private name, outside its module",
-    ),
-}
-
 
 def sandbox_root(rel: Path) -> Path | None:
     """The in-sandbox folder `rel` (a path under ROOT) belongs to, if any."""
@@ -305,10 +281,7 @@ def test_in_sandbox_code_families_and_private_names():
     files = scanned_files()
     assert any(sandbox_root(rel) for rel in files)  # the walk found in-sandbox code
     found = more_findings(files)
-    new = [f"{f}:{what}" for f, what in found if (f, what.partition(": ")[2]) not in KNOWN]
-    assert new == [], "\n".join(new)
-    gone = KNOWN - {(f, what.partition(": ")[2]) for f, what in found}
-    assert not gone, f"fixed, so remove from KNOWN: {sorted(gone)}"
+    assert found == [], "\n".join(f"{f}:{what}" for f, what in found)
 
 
 @pytest.mark.parametrize(
