@@ -44,11 +44,13 @@ def fail(message: str) -> NoReturn:
 
 
 def load_task_set(path: str | Path | None) -> TaskSet:
-    """A task set by folder or bundled name (`swe_repo/pypi-v1`); default: the bundled code-function set."""
+    """A task set by folder or bundled name (`swe_repo/pypi-v1`); default: the
+    first family's default set (the family table's first entry)."""
+    from ..families import FAMILIES
     from ..specs import TaskSet, TaskSpecError, bundled_task_set
 
     try:
-        return TaskSet.load(path or bundled_task_set("code_function"))
+        return TaskSet.load(path or bundled_task_set(next(iter(FAMILIES))))
     except TaskSpecError as e:
         fail(str(e))
 

@@ -423,7 +423,7 @@ def bundled_dir() -> Path:
     return Path(task_specs.__file__).resolve().parent
 
 
-def bundled_task_set(family: str = "code_function") -> Path:
+def bundled_task_set(family: str) -> Path:
     """The set a family's env loads when given none (the family table's default)."""
     return bundled_dir() / family / family_entry(family).default_task_set
 

@@ -21,7 +21,7 @@ def soak(runtime, n: int) -> None:
     runtime.create().close()
     before = sandbox_user_processes()
     fds_before = len(os.listdir("/proc/self/fd"))
-    tasks = TaskSet.load(bundled_task_set()).tasks
+    tasks = TaskSet.load(bundled_task_set("code_function")).tasks
     jobs = [(tasks[i % len(tasks)], i % 3) for i in range(n)]
 
     def one(job):

@@ -537,7 +537,7 @@ def test_report_and_leaderboard_commands(tmp_path):
     """eval two policies on the bundled set's first tasks, then report and rank them."""
     from sandgym.specs import TaskSet, bundled_task_set
 
-    ids = TaskSet.load(bundled_task_set()).ids[:3]
+    ids = TaskSet.load(bundled_task_set("code_function")).ids[:3]
     picks = [arg for tid in ids for arg in ("--task-id", tid)]
     for policy in ("oracle", "null"):
         res = runner.invoke(app, ["eval", "--policy", policy, "--out", str(tmp_path / policy), *picks])

@@ -123,7 +123,7 @@ def test_the_image_is_tagged_by_content_and_built_once(tag):
 
 def test_typed_client_plays_whole_episodes(served):
     url, _ = served
-    reference = CodeTaskPair.of(TaskSet.load(bundled_task_set()).get(TASK)).hidden.reference_solution
+    reference = CodeTaskPair.of(TaskSet.load(bundled_task_set("code_function")).get(TASK)).hidden.reference_solution
     client_class = _client_class()
     from sandgym.client import SandgymAction, SandgymObservation, SandgymState
 
@@ -159,7 +159,7 @@ def test_from_docker_image_plays_an_episode(tag, network):
         def wait_for_ready(self, base_url, timeout_s=STARTUP_S):
             super().wait_for_ready(base_url, timeout_s)
 
-    reference = CodeTaskPair.of(TaskSet.load(bundled_task_set()).get(TASK)).hidden.reference_solution
+    reference = CodeTaskPair.of(TaskSet.load(bundled_task_set("code_function")).get(TASK)).hidden.reference_solution
     provider = BridgedDockerProvider()
     env = _client_class().from_docker_image(tag, provider=provider).sync()
     container = provider._container_id

@@ -609,6 +609,6 @@ def test_shipped_json_schemas_are_current():
 def test_bundled_task_set_loads():
     from sandgym.specs import bundled_task_set
 
-    ts = TaskSet.load(bundled_task_set())
+    ts = TaskSet.load(bundled_task_set("code_function"))
     assert len(ts) >= 30 and ts.meta.family == "code_function"
     assert all(t.visible.examples and t.hidden.tests for t in map(CodeTaskPair.of, ts.tasks))

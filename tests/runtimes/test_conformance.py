@@ -165,7 +165,7 @@ def test_closed_sandboxes_leave_nothing(rt):
 
 
 def test_verdicts_agree_with_local(rt):
-    tasks = TaskSet.load(bundled_task_set()).tasks[:6]
+    tasks = TaskSet.load(bundled_task_set("code_function")).tasks[:6]
     for task in tasks:
         ep = task.visible.entry_point
         assert verify(task, task.hidden.reference_solution, rt).outcome == "passed", task.id
