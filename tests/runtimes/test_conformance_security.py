@@ -62,7 +62,8 @@ def descendants() -> set[int]:
                     parent[int(p)] = int(f.read().rsplit(")", 1)[1].split()[1])
             except (OSError, IndexError, ValueError):
                 pass
-    found, frontier = set(), {os.getpid()}
+    found: set[int] = set()
+    frontier = {os.getpid()}
     while frontier:
         frontier = {pid for pid, ppid in parent.items() if ppid in frontier} - found
         found |= frontier
@@ -279,7 +280,7 @@ def test_the_agents_descriptors_are_out_of_reach(rt):
 
 
 def _host_reads_memory(pid: int, needles: list[bytes]) -> set[bytes]:
-    found = set()
+    found: set[bytes] = set()
     with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
         for line in maps:
             lo, hi = (int(x, 16) for x in line.split()[0].split("-"))

@@ -18,6 +18,7 @@ from sandgym.runtimes import SandboxError, SandboxSpec, get_runtime
 from sandgym.runtimes.docker.leaks import reap
 from sandgym.runtimes.docker.runtime import OWNER_LABEL, DockerRuntime
 from sandgym.specs import TaskSet
+from tests.helpers import swe_tasks
 
 
 def _wait_until(predicate, what: str, limit_s: float = 180.0) -> None:
@@ -163,6 +164,7 @@ def test_sigkill_then_gc_removes_the_stock():
 
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
+        assert child.stdout is not None
         assert child.stdout.readline() == b"ready\n"
         owner = f"{socket.gethostname()}:{child.pid}"
         stocked = [name for name, labels in _listed(owner).items() if labels.get(STOCK_LABEL) == "1"]
@@ -213,7 +215,7 @@ def test_the_swe_venv_is_byte_compiled_in_place(tmp_path, monkeypatch):
     from sandgym.specs import bundled_dir
     from sandgym.verifiers.swe_repo.sources import COMPILED_MARK, environment_key, test_venv
 
-    env = TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1").tasks[0].visible.environment
+    env = swe_tasks(TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1"))[0].visible.environment
     cached = test_venv(env)
     monkeypatch.setenv("SANDGYM_CACHE", str(tmp_path))
     old = tmp_path / "venvs" / environment_key(env)
@@ -234,7 +236,7 @@ def test_swe_verdicts_hold_with_bytecode_and_the_stock(backend):
     from sandgym.verifiers.swe_repo.host import IMAGE, VENV_DIR, venv_mount
     from sandgym.verifiers.swe_repo.host import verify as verify_swe
 
-    task = TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1").tasks[0]
+    task = swe_tasks(TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1"))[0]
     rt = DockerRuntime(prestart=1) if backend == "docker" else get_runtime(backend)
     try:
         spec = SandboxSpec(image=IMAGE, mounts=(venv_mount(task.visible.environment),))
