@@ -126,6 +126,7 @@ def form_worker(n: int, start: int, done: list, memory: list, drivers: list, bar
                     done.append(info["outcome"])
                     break
         sandbox = env.session.sandbox
+        assert sandbox is not None  # the episodes above started the browser
         memory.append((tree_rss(sandbox), sandbox.memory_bytes()))
         barrier.wait()  # every worker's browser still up: the drivers are counted with them
         if start == 0:
@@ -341,18 +342,18 @@ def main() -> None:
     if args.skip_throughput:
         return
     for workers in (1, 2):
-        r = form_throughput(workers, args.episodes)
-        print(f"\nform tasks, workers={workers}: {r['episodes']} oracle episodes, no think time")
+        tp = form_throughput(workers, args.episodes)
+        print(f"\nform tasks, workers={workers}: {tp['episodes']} oracle episodes, no think time")
         # wall includes each worker's browser launch
-        print(f"  episodes/minute {r['episodes'] / r['wall'] * 60:.1f} (wall {r['wall']:.1f} s, launch included)")
-        for rss, tree_pss in r["memory"]:
+        print(f"  episodes/minute {tp['episodes'] / tp['wall'] * 60:.1f} (wall {tp['wall']:.1f} s, launch included)")
+        for rss, tree_pss in tp["memory"]:
             print(f"  memory per worker: sandbox RSS sum {rss / 2**20:.0f} MiB, PSS {tree_pss / 2**20:.0f} MiB")
-        drivers = r["drivers"]
+        drivers = tp["drivers"]
         print(
             f"  Playwright drivers (node) of the process: {len(drivers)}, PSS {sum(drivers) / 2**20:.0f} MiB "
             f"({sum(drivers) / workers / 2**20:.0f} MiB per worker)"
         )
-        per_worker = (sum(p for _, p in r["memory"]) + sum(drivers)) / workers
+        per_worker = (sum(p for _, p in tp["memory"]) + sum(drivers)) / workers
         print(f"  per worker, sandbox and driver share: PSS {per_worker / 2**20:.0f} MiB")
 
 

@@ -97,7 +97,8 @@ def main() -> None:
     receiver = ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
     otlp_url = f"http://127.0.0.1:{receiver.server_address[1]}"
-    off, on = [], []
+    off: list[float] = []
+    on: list[float] = []
     for r in range(args.rounds):
         for observe in (False, True):
             wall, passed = one_run(task_set, work / f"run-{r}-{int(observe)}", args.concurrency, observe, otlp_url)

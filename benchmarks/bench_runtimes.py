@@ -31,6 +31,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 
 def pct(values: list[float], q: float) -> float:
@@ -140,7 +141,7 @@ def verify_phases(name: str, task_set, reps: int, gap: float, prestart: int) -> 
             time.sleep(gap)
     finally:
         rt.close()
-    row = {"backend": name, "prestart": prestart}
+    row: dict[str, Any] = {"backend": name, "prestart": prestart}
     for k, values in phases.items():
         row[f"{k}_ms_p50"] = 1000 * pct(values, 50)
         row[f"{k}_ms_p95"] = 1000 * pct(values, 95)

@@ -20,6 +20,7 @@ from pathlib import Path
 from sandgym.envs.swe_repo.env import SWERepoEnv
 from sandgym.runtimes import get_runtime
 from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.host import verify
 
 
@@ -43,7 +44,7 @@ def main() -> None:
     try:
         for folder in folders:
             ts = TaskSet.load(folder)
-            tasks = ts.tasks if folder == bundled_task_set("swe_repo") else ts.tasks[:1]
+            tasks = [SWETaskPair.of(t) for t in (ts.tasks if folder == bundled_task_set("swe_repo") else ts.tasks[:1])]
             warm = SWERepoEnv(tasks=ts, runtime=runtime)  # warm_pool=1, the default
             cold = SWERepoEnv(tasks=ts, runtime=runtime, warm_pool=0)  # a new sandbox per reset
             print(f"\n{ts.meta.name} ({args.runtime}): {len(tasks)} task(s)")
@@ -62,7 +63,8 @@ def main() -> None:
                         resets.append(time.perf_counter() - t0)
                     env._close_sandbox()
                     timed[name] = resets
-                verifies, status = [], ""
+                verifies: list[float] = []
+                status: str | None = ""
                 for _ in range(args.verifies):
                     t0 = time.perf_counter()
                     status = verify(task, task.hidden.patch, runtime).status

@@ -256,7 +256,11 @@ def part_b_code(work: Path, tally: Tally, rng: random.Random, epochs: int) -> No
         run = Eval(work, *args, *(["--resume"] if cycle else []))
         before = traj_lines(traj)
         want = before + rng.randint(1, 12)
-        wait_for(lambda w=want, r=run: traj_lines(traj) >= w or r.proc.poll() is not None, "records")
+
+        def wrote_more(w: int = want, r: Eval = run) -> bool:
+            return traj_lines(traj) >= w or r.proc.poll() is not None
+
+        wait_for(wrote_more, "records")
         kind = ["SIGKILL", "SIGKILL", "SIGINT", "SIGKILL", "SIGINT twice", "SIGKILL"][cycle]
         if run.proc.poll() is None:
             time.sleep(rng.uniform(0, 0.2))

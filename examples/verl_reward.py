@@ -24,6 +24,7 @@ whole batch is verified in parallel. The parquet files come from verl_rows():
 """
 
 from sandgym.adapters.trainers import compute_score, compute_score_batch, load_tasks, verl_rows
+from sandgym.specs.code_function import CodeTaskPair
 
 if __name__ == "__main__":
     tasks = load_tasks()
@@ -31,7 +32,9 @@ if __name__ == "__main__":
 
     batch = []  # (row, what the response is, response) as verl's reward manager sees them after decoding
     for tid in ("basic/second-largest", "basic/roman-to-int"):
-        batch.append((rows[tid], "reference", f"```python\n{tasks.get(tid).hidden.reference_solution}```"))
+        batch.append(
+            (rows[tid], "reference", f"```python\n{CodeTaskPair.of(tasks.get(tid)).hidden.reference_solution}```")
+        )
     batch.append(
         (
             rows["basic/second-largest"],

@@ -19,6 +19,8 @@ import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.envs.browser_form.miniwob import MiniWoBEnv
 from sandgym.runtimes.browser import BrowserLimits
+from sandgym.runtimes.docker.browser import ContainerBrowserSandbox
+from sandgym.runtimes.k8s.browser import PodBrowserSandbox
 
 from . import test_env as on_local
 from .test_miniwob import scripted_passes_and_null_fails
@@ -114,11 +116,18 @@ print("app", sum(b'"mode": "app"' in c for c in cmds))
 """
 
 
+class OnBackend(BrowserFormEnv):
+    """The env fixture's env: a BrowserFormEnv that notes the backend it runs on."""
+
+    def __init__(self, backend: str):
+        super().__init__(runtime=backend)
+        self.backend = backend
+
+
 @pytest.fixture(scope="module", params=BACKENDS)
 def env(request):
     needs_cluster(request, request.param)
-    e = BrowserFormEnv(runtime=request.param)
-    e.backend = request.param
+    e = OnBackend(request.param)
     yield e
     e.close()
 
@@ -234,12 +243,12 @@ def test_the_app_is_out_of_the_browsers_reach_but_over_http(env):
         # In the browser's container (as its user, 1000): no state folder at all,
         # and of the pod's processes only its own (no shared process namespace);
         # in the app's container (the positive control), the app and its database.
-        def probe(container: str) -> dict[str, str]:
+        def probe_in(container: str) -> dict[str, str]:
             code, out, err = sandbox.runtime.exec_call(sandbox.pod, container, ["python3", "-c", K8S_PROBE])
             assert code == 0, err
             return dict(line.split(" ", 1) for line in out.decode().splitlines())
 
-        browser, app = probe("browser"), probe("app")
+        browser, app = probe_in("browser"), probe_in("app")
         assert browser["uid"] == "1000" and browser["state"] == "absent", browser
         assert int(browser["chromium"]) > 0 and browser["app"] == "0", browser
         assert app["uid"] == "1001" and "app.sqlite" in app["state"] and app["app"] == "1", app
@@ -270,7 +279,7 @@ def test_chromium_keeps_every_feature_playwright_turns_off():
     env = BrowserFormEnv(runtime="local")
     try:
         env.reset(options={"task_id": "forms/login-alice"})
-        pids = env.session.sandbox.process_ids()
+        pids = on_local.sandbox_of(env).process_ids()
         chromium = chromium_browser_process(pids)
         with open(f"/proc/{chromium}/cmdline", "rb") as f:
             args = f.read().decode().split("\0")
@@ -296,6 +305,7 @@ def test_a_page_that_exhausts_its_limits_is_env_error_and_the_next_episode_is_he
             _, reward, term, trunc, info = env.step("noop(1000)")
             if term or trunc:
                 break
+        assert env.last_verdict is not None
         assert info["outcome"] == "env_error" and not info["reward_valid"] and reward == 0.0, env.last_verdict.detail
         if bomb == "memory":
             assert "ran out of memory (limit 768 MB)" in env.last_verdict.detail
@@ -317,6 +327,7 @@ def test_close_leaves_no_container_and_no_state(backend):
     try:
         env.reset(options={"task_id": "forms/login-alice"})
         sandbox = env.session.sandbox
+        assert isinstance(sandbox, ContainerBrowserSandbox)
         client = docker.from_env()
         name = sandbox.container
         container = client.containers.get(name)
@@ -343,6 +354,7 @@ def test_close_leaves_no_pod_and_no_relay(k8s_cluster, backend):
     try:
         env.reset(options={"task_id": "forms/login-alice"})
         sandbox = env.session.sandbox
+        assert isinstance(sandbox, PodBrowserSandbox)
         rt = sandbox.runtime
         pod = rt.core.read_namespaced_pod(sandbox.pod, rt.namespace)
         assert pod.status.phase == "Running"
@@ -386,6 +398,7 @@ def test_when_the_pod_dies_the_relay_exits_and_the_episode_is_env_error(k8s_clus
     try:
         env.reset(options={"task_id": "forms/login-alice"})
         sandbox = env.session.sandbox
+        assert isinstance(sandbox, PodBrowserSandbox)
         relays = sandbox.process_ids()
         assert relays
         sandbox.runtime.core.delete_namespaced_pod(sandbox.pod, sandbox.runtime.namespace, grace_period_seconds=0)

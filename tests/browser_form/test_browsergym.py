@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -30,6 +31,13 @@ from sandgym.envs.browser_form.env import BROWSERGYM_FIELDS, BrowserFormEnv
 from sandgym.spaces import UnicodeText
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "families" / "browser_form.md"
+
+
+def call_name(call: str) -> str:
+    """The function name an action call starts with."""
+    m = re.match(r"\w+", call)
+    assert m, call
+    return m.group(0)
 
 
 def documented_actions() -> list[str]:
@@ -60,13 +68,13 @@ def _bg_call(parsers, text: str) -> tuple[str, list, dict]:
 
 
 def test_the_doc_lists_every_action_we_offer():
-    listed = {re.match(r"\w+", a).group(0) for a in documented_actions()}
+    listed = {call_name(a) for a in documented_actions()}
     assert listed == set(ACTION_MODELS) - {"done"}
 
 
 def test_every_documented_action_parses_here_and_in_browsergym_with_the_same_arguments(bg):
     parsers, functions, highlevel = bg
-    names = {re.match(r"\w+", a).group(0) for a in documented_actions()}
+    names = {call_name(a) for a in documented_actions()}
     action_set = highlevel.HighLevelActionSet(
         subsets=["custom"], custom_actions=[getattr(functions, n) for n in sorted(names)], strict=True
     )
@@ -107,7 +115,7 @@ def test_browsergyms_own_examples_parse_here_with_our_refs(bg):
     assert len(examples) > 15
     bid = re.compile(r"'[a-z]{0,2}\d+'")
     for ex in examples:
-        name = re.match(r"\w+", ex).group(0)
+        name = call_name(ex)
         if name == "upload_file":
             with pytest.raises(ActionError, match="not offered"):
                 parse_action(ex)
@@ -223,7 +231,7 @@ def test_tools_are_generated_from_the_models_and_round_trip():
     assert set(tools) == set(ACTION_MODELS)
     assert tools["click"]["parameters"]["properties"]["button"]["enum"] == ["left", "middle", "right"]
     assert tools["select_option"]["parameters"]["required"] == ["bid", "options"]
-    samples = {
+    samples: dict[str, dict[str, Any]] = {
         "fill": {"bid": "e3", "value": 'it\'s "quoted"\n\x00é'},
         "select_option": {"bid": "e4", "options": ["a", "b"]},
         "scroll": {"delta_x": 0, "delta_y": 250.5},
@@ -360,7 +368,9 @@ def test_browsergym_actions_act_on_the_page_and_errors_are_observed(bg_env):
     obs = bg_env.step(f"check('{box}')")[0]
     assert re.search(rf"\[{box}\] checkbox 'Email me the newsletter', checked", obs["axtree_txt"])
     obs = bg_env.step(f"uncheck('{box}')")[0]
-    line = re.search(rf"^\t*\[{box}\] checkbox .*$", obs["axtree_txt"], re.M).group(0)
+    m = re.search(rf"^\t*\[{box}\] checkbox .*$", obs["axtree_txt"], re.M)
+    assert m, obs["axtree_txt"]
+    line = m.group(0)
     assert obs["last_action_error"] == "" and "checked" not in line
     for action in ("hover('{b}')", "focus('{b}')", "press('{b}', 'Space')", "scroll(0, 200)", "noop(10)", "go_back()"):
         obs, _, term, _, info = bg_env.step(action.format(b=box))
@@ -394,6 +404,7 @@ def test_miniwob_tools_leave_out_navigation():
     try:
         names = {t["function"]["name"] for t in env.chat_tools()}
         assert names == set(ACTION_MODELS) - {"goto", "go_back", "go_forward"}
+        assert isinstance(env.observation_space, gym.spaces.Dict)
         assert set(env.observation_space.spaces) == {"task", "feedback", *BROWSERGYM_FIELDS}
     finally:
         env.close()
@@ -404,12 +415,14 @@ def test_a_browsergym_agent_on_a_miniwob_page():
     env = gym.make("sandgym/MiniWoB-click-button-v0", observation="browsergym")
     try:
         obs, _ = env.reset(seed=3)
-        label = re.search(r'Click on the "(.*)" button', obs["goal"]).group(1)
+        m = re.search(r'Click on the "(.*)" button', obs["goal"])
+        assert m, obs["goal"]
+        label = m.group(1)
         obs, _, term, _, _ = env.step("go_back()")
         assert not term and "not available in MiniWoB" in obs["last_action_error"]
         bid = bid_of(obs["axtree_txt"], "button", label)
         obs, reward, term, trunc, info = env.step(f"The button is [{bid}].\n```\nclick('{bid}')\n```")
-        assert term and not trunc and reward > 0 and info["outcome"] == "passed"
+        assert term and not trunc and float(reward) > 0 and info["outcome"] == "passed"
         assert obs in env.observation_space and obs["last_action"].endswith("```")
     finally:
         env.close()

@@ -17,6 +17,7 @@ import pytest
 import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.outcomes import Outcome
+from sandgym.runtimes.browser import BrowserSandbox
 from tests.helpers import unwrapped
 
 pytestmark = pytest.mark.chromium
@@ -30,6 +31,13 @@ def env():
     e = BrowserFormEnv()
     yield e
     e.close()
+
+
+def sandbox_of(env: BrowserFormEnv) -> BrowserSandbox:
+    """The env's browser sandbox, which its first reset started."""
+    sandbox = env.session.sandbox
+    assert sandbox is not None, "no browser yet: reset the env first"
+    return sandbox
 
 
 def run(env, task_id, actions):
@@ -285,7 +293,7 @@ def test_browser_crash_is_env_error_then_relaunch():
     e = BrowserFormEnv()
     try:
         e.reset(options={"task_id": "forms/login-alice"})
-        pids = e.session.sandbox.process_ids()
+        pids = sandbox_of(e).process_ids()
         for pid in pids:
             try:
                 os.kill(pid, 9)
@@ -293,7 +301,7 @@ def test_browser_crash_is_env_error_then_relaunch():
                 pass
         obs, reward, term, _, info = e.step('fill("textbox:Username", "alice")')
         assert term and info["outcome"] == "env_error" and not info["reward_valid"]
-        assert e.last_verdict.reward() is None
+        assert e.last_verdict is not None and e.last_verdict.reward() is None
         obs, info = e.reset(options={"task_id": "forms/login-alice"})  # a new browser
         assert "Sign in" in obs["feedback"]
         assert run(e, "forms/login-alice", e.oracle_actions())[2]["outcome"] == "passed"
@@ -305,7 +313,7 @@ def test_close_leaves_no_process():
     e = BrowserFormEnv()
     try:
         e.reset(options={"task_id": "forms/login-alice"})
-        sandbox = e.session.sandbox
+        sandbox = sandbox_of(e)
         pids = sandbox.process_ids()
         names = {open(f"/proc/{p}/comm").read().strip() for p in pids}
         assert {"chromium", "python3", "bwrap"} <= names  # the browser, the app, the sandbox

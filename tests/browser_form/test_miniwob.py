@@ -8,7 +8,7 @@ import gymnasium as gym
 import pytest
 
 import sandgym  # noqa: F401
-from sandgym.envs.browser_form.miniwob import miniwob_tasks
+from sandgym.envs.browser_form.miniwob import MiniWoBEnv, miniwob_tasks
 from tests.helpers import unwrapped
 
 
@@ -20,17 +20,24 @@ def ref_of(snapshot: str, role: str, name: str | None = None) -> str:
     raise AssertionError(f"no {role} {name!r} in\n{snapshot}")
 
 
+def found(pattern: str, goal: str) -> str:
+    """The first group of `pattern` in the goal."""
+    m = re.search(pattern, goal)
+    assert m, f"{pattern!r} not in {goal!r}"
+    return m.group(1)
+
+
 def solve(task: str, goal: str, snap: str) -> list[str]:
     if task == "click-button":
-        label = re.search(r'Click on the "(.*)" button', goal).group(1)
+        label = found(r'Click on the "(.*)" button', goal)
         return [f"click({ref_of(snap, 'button', label)})"]
     if task == "enter-text":
-        word = re.search(r'Enter "(.*)" into', goal).group(1)
+        word = found(r'Enter "(.*)" into', goal)
         return [f'fill({ref_of(snap, "textbox")}, "{word}")', f"click({ref_of(snap, 'button', 'Submit')})"]
     if task == "focus-text":
         return [f"click({ref_of(snap, 'textbox')})"]
     if task == "click-checkboxes":
-        names = re.search(r"Select (.*) and click Submit", goal).group(1)
+        names = found(r"Select (.*) and click Submit", goal)
         wanted = [] if names == "nothing" else re.split(r", | and ", names)
         return [f"click({ref_of(snap, 'checkbox', n)})" for n in wanted] + [
             f"click({ref_of(snap, 'button', 'Submit')})"
@@ -71,17 +78,20 @@ def test_scripted_solution_scores(task):
 @pytest.mark.chromium
 def test_each_episode_gets_a_page_loaded_ahead_in_a_context_no_page_used():
     env = gym.make("sandgym/MiniWoB-click-button-v0")
-    session = env.unwrapped.session
+    base = env.unwrapped
+    assert isinstance(base, MiniWoBEnv)
+    session = base.session
     try:
         env.reset(seed=1)
         first = session.context
+        assert session._spare is not None
         spare_context, spare_page = session._spare.result(timeout=60)  # loaded while the agent acts
         assert spare_context is not first and spare_context.pages == [spare_page]
         assert session.run(spare_page.evaluate("core.ept0 === null"))  # loaded, no episode started
         obs, _ = env.reset(seed=2)
         assert session.context is spare_context and session.page is spare_page
         assert session.run(spare_page.evaluate("history.length")) == 2  # its blank page, then the task page
-        assert "button" in obs["feedback"] and env.unwrapped.utterance
+        assert "button" in obs["feedback"] and base.utterance
     finally:
         env.close()
     assert session._spare is None and session.sandbox is None
@@ -125,6 +135,6 @@ def test_null_actions_score_nothing_and_there_is_no_oracle():
             unwrapped(env).oracle_actions()
         for action in unwrapped(env).null_actions():
             _, reward, terminated, _, info = env.step(action)
-        assert terminated and reward <= 0.0 and info["outcome"] != "passed"
+        assert terminated and float(reward) <= 0.0 and info["outcome"] != "passed"
     finally:
         env.close()

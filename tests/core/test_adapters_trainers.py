@@ -12,15 +12,19 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
 from sandgym.adapters import trainers
 from sandgym.adapters.trainers import CodeReward, VerificationUnavailable, compute_score, trl_reward_func
+from sandgym.adapters.trl_env import SandgymToolEnv
 from sandgym.runtimes.local.runtime import LocalRuntime
 from sandgym.specs import TaskSet, TaskSetMeta, bundled_task_set
-from tests.helpers import make_task
+from sandgym.specs.swe_repo import SWETaskPair
+from tests.helpers import make_task, swe_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 IDS = ["basic/second-largest", "basic/roman-to-int", "basic/balanced-brackets", "basic/edit-distance"]
@@ -111,11 +115,12 @@ def test_pass_rate_scheme_gives_fractions(runtime, tasks):
                 ("basic/roman-to-int", wrong(tasks, "basic/roman-to-int")),
             ]
         )
-    assert 0.0 < rates[0] < 1.0
+    assert rates[0] is not None and 0.0 < rates[0] < 1.0
     assert rates[0] == v.pass_rate == sum(t.status == "passed" for t in v.tests) / len(v.tests)
     assert rates[1:] == [1.0, 0.0]
+    not_a_scheme: Any = "partial"
     with pytest.raises(ValueError, match="reward must be one of"):
-        CodeReward(tasks, runtime=runtime, reward="partial")
+        CodeReward(tasks, runtime=runtime, reward=not_a_scheme)
 
 
 def test_batch_order_is_kept_under_parallelism(runtime, tasks):
@@ -205,6 +210,7 @@ def test_verl_compute_score_with_task_id_and_task_set_path(tiny_task_set, tasks)
     # Loaded from its file path and called the way verl does it (trainer/ppo/reward.py,
     # workers/reward_manager/naive.py, prime.py, batch.py).
     spec = importlib.util.spec_from_file_location("custom_module", ROOT / "sandgym" / "adapters" / "trainers.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     fn = module.compute_score
@@ -288,6 +294,14 @@ def test_example_scripts_run_and_print_the_rewards():
 
 SWE_ENV, SWE_TASK = "sandgym/SWERepo-v0", "billing/bulk-threshold"
 BROWSER_ENV, BROWSER_TASK = "sandgym/BrowserForm-v0", "forms/login-alice"
+
+
+class SWEToolEnv(SandgymToolEnv):
+    """An instance of `trl_environment(SWE_ENV)` as mypy sees it: the class
+    gets its tool methods at run time, one per tool of the env."""
+
+    bash: Callable[..., str]
+    submit: Callable[..., str]
 
 
 def as_tool_calls(actions, tools) -> list[tuple[str, dict]]:
@@ -426,7 +440,7 @@ def test_trl_environment_tool_errors_reach_the_model(runtime, swe_rows):
 
     env_cls = trl_environment(SWE_ENV, runtime=runtime)
     try:
-        env = env_cls()
+        env = cast(SWEToolEnv, env_cls())
         # A row without a prompt: reset returns the task's text too, as the export's prompt has it.
         row = next(r for r in swe_rows if r["task_id"] == SWE_TASK)
         first = env.reset(task_id=SWE_TASK)
@@ -524,7 +538,7 @@ def test_verl_tool_interface_swe_oracle_and_null(runtime, swe_rows):
                 "bash",
                 {
                     "command": "git apply --whitespace=nowarn <<'EOF'\n"
-                    + TaskSet.load(row["task_set_path"]).get(SWE_TASK).hidden.patch
+                    + SWETaskPair.of(TaskSet.load(row["task_set_path"]).get(SWE_TASK)).hidden.patch
                     + "EOF\n"
                 },
             ),
@@ -591,7 +605,7 @@ def test_hf_export_loads_with_datasets(tmp_path, swe_rows):
     assert first["family"] == "swe_repo" and first["env_id"] == SWE_ENV and first["task_set_hash"] == ts.hash
     assert (
         first["prompt"] == swe_rows[0]["prompt"]
-        and ts.tasks[0].visible.problem_statement.strip()[:40] in first["prompt"][0]["content"]
+        and swe_tasks(ts)[0].visible.problem_statement.strip()[:40] in first["prompt"][0]["content"]
     )
     assert first["reward_model"] == {"style": "rule", "ground_truth": ts.tasks[0].id}
     assert first["extra_info"]["tools_kwargs"]["submit"]["create_kwargs"] == {"task_id": ts.tasks[0].id}
@@ -653,7 +667,7 @@ def test_env_error_is_no_score_in_both_adapters(runtime, swe_rows):
 
     env_cls = trl_environment(SWE_ENV, runtime=runtime)
     try:
-        env = env_cls()
+        env = cast(SWEToolEnv, env_cls())
         env.reset(task_id=SWE_TASK, prompt="p")
         lose_sandbox(env.episode)
         assert "(outcome: env_error)" in env.bash(command="echo hi")
@@ -683,7 +697,8 @@ def test_env_error_is_no_score_in_both_adapters(runtime, swe_rows):
 
 
 def test_metrics_callback_puts_outcome_counts_in_the_logs_reporters_see():
-    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("transformers")
+    from transformers import TrainerCallback
     from transformers.trainer_callback import CallbackHandler, TrainerControl, TrainerState
 
     from sandgym.adapters.episodes import OutcomeCounts
@@ -691,7 +706,7 @@ def test_metrics_callback_puts_outcome_counts_in_the_logs_reporters_see():
 
     seen = []
 
-    class Reporter(transformers.TrainerCallback):  # stands for wandb/tensorboard: reads the logs
+    class Reporter(TrainerCallback):  # stands for wandb/tensorboard: reads the logs
         def on_log(self, args, state, control, logs=None, **kwargs):
             seen.append(dict(logs))
 
@@ -700,8 +715,9 @@ def test_metrics_callback_puts_outcome_counts_in_the_logs_reporters_see():
         counts.add(outcome)
     handler = CallbackHandler([Reporter()], model=None, processing_class=None, optimizer=None, lr_scheduler=None)
     handler.callbacks.insert(0, metrics_callback(counts))
-    handler.on_log(None, TrainerState(), TrainerControl(), {"loss": 1.0})
-    handler.on_log(None, TrainerState(), TrainerControl(), {"loss": 0.5})
+    no_args: Any = None  # neither callback reads the TrainingArguments
+    handler.on_log(no_args, TrainerState(), TrainerControl(), {"loss": 1.0})
+    handler.on_log(no_args, TrainerState(), TrainerControl(), {"loss": 0.5})
     assert seen[0]["loss"] == 1.0 and seen[0]["sandgym/passed"] == 2.0 and seen[0]["sandgym/env_error"] == 1.0
     assert seen[0]["sandgym/pass_rate"] == 2 / 3 and seen[0]["sandgym/episodes"] == 4.0
     assert seen[1]["sandgym/episodes"] == 0.0  # per logging step: counted afresh

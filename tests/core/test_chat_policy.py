@@ -20,7 +20,7 @@ from sandgym.chat_policy import ChatPolicy
 from sandgym.harness import EvalRun
 from sandgym.policies import NullPolicy, OraclePolicy, make_policy
 from sandgym.specs import TaskSet
-from tests.helpers import unwrapped
+from tests.helpers import swe_tasks, unwrapped
 
 REFS = {
     "add": "def add(a, b):\n    return a + b\n",
@@ -404,7 +404,7 @@ def test_swe_episode_message_sequence(runtime, endpoint, tmp_path):
     from sandgym.specs import bundled_dir
 
     swe_set = TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1")
-    task = swe_set.tasks[0]
+    task = swe_tasks(swe_set)[0]
     apply = f"I will apply the fix.\n```bash\ngit apply <<'EOF'\n{task.hidden.patch}EOF\n```"
     endpoint.mode = "script"
     endpoint.script = [
@@ -459,6 +459,7 @@ def test_code_tools_round_trip_through_the_parser(task_set, runtime):
         env = gymnasium.make("sandgym/CodeFunction-v0", tasks=task_set, runtime=runtime, mode=mode)
         try:
             tools = unwrapped(env).chat_tools()
+            assert tools is not None
             assert [t["function"]["name"] for t in tools] == (["run_code"] if mode == "multi" else []) + ["submit_code"]
             for tool in tools:
                 fn = tool["function"]
@@ -469,6 +470,7 @@ def test_code_tools_round_trip_through_the_parser(task_set, runtime):
                 args = {"code": REFS["add"]}
                 jsonschema.validate(args, fn["parameters"])
                 text = unwrapped(env).tool_action(fn["name"], args)
+                assert isinstance(text, str)  # the code env's actions are text
                 parsed = parse_action(text, "add", multi_turn=mode == "multi")
                 assert parsed.code == REFS["add"]
                 assert parsed.submit == (fn["name"] == "submit_code" or mode == "single")

@@ -83,7 +83,11 @@ def test_sigkill_at_random_points_then_resume_matches_a_clean_run(clean, tmp_pat
         run = Eval(tmp_path, *args)
         # Kill it at some point after it has written a few more records (or as it starts).
         want = before + rng.randint(0, 6)
-        wait_for(lambda w=want, r=run: lines_in(traj) >= w or r.proc.poll() is not None, "records to appear")
+
+        def wrote_more(w: int = want, r: Eval = run) -> bool:
+            return lines_in(traj) >= w or r.proc.poll() is not None
+
+        wait_for(wrote_more, "records to appear")
         if run.proc.poll() is None:
             time.sleep(rng.uniform(0, 0.3))
             run.signal(signal.SIGKILL)
@@ -180,7 +184,7 @@ def test_a_second_ctrl_c_abandons_running_episodes_and_resume_replays_them(tmp_p
     assert run.wait() == 128 + signal.SIGINT, run.output()
     recs = read_records(traj)
     abandoned = [r for r in recs if r.outcome == "env_error"]
-    assert abandoned and all(r.error.startswith("interrupted") and r.reward is None for r in abandoned)
+    assert abandoned and all((r.error or "").startswith("interrupted") and r.reward is None for r in abandoned)
     run.assert_nothing_left()
     again = Eval(tmp_path, *args, "--resume")
     assert again.wait() == 0, again.output()
@@ -199,7 +203,7 @@ def test_an_episode_past_its_deadline_is_env_error_and_its_sandbox_is_killed(tmp
     recs = read_records(traj)
     assert len(recs) == 2
     for r in recs:
-        assert r.outcome == "env_error" and r.reward is None and r.error.startswith("deadline")
+        assert r.outcome == "env_error" and r.reward is None and (r.error or "").startswith("deadline")
     assert "--episode-timeout" in run.output()
     run.assert_nothing_left()
     # --resume plays env_error episodes again (here with time enough: passed), the first try kept.
@@ -246,7 +250,7 @@ def test_containers_killed_mid_run_are_retried_not_scored(clean, tmp_path):
     args = ["--policy", f"replay:{replay}", "--out", "out", "-j", "2", "--runtime", "docker", "--limit", "24"]
     run = Eval(tmp_path, *args)
     client = docker.from_env()
-    mine = {"label": f"{OWNER_LABEL}={socket.gethostname()}:{run.pid}"}
+    mine: dict[str, str | list[str] | bool] = {"label": f"{OWNER_LABEL}={socket.gethostname()}:{run.pid}"}
     killed = 0
     end = None
     while run.proc.poll() is None and (end is None or time.monotonic() < end):
@@ -532,7 +536,11 @@ def test_browser_run_ctrl_c_ends_cleanly_and_resume_completes(tmp_path):
     for attempt in range(2):
         run = Eval(tmp_path, *args, *(["--resume"] if attempt else []))
         before = lines_in(traj)
-        wait_for(lambda b=before, r=run: lines_in(traj) > b or r.proc.poll() is not None, "a browser episode to end")
+
+        def episode_ended(b: int = before, r: Eval = run) -> bool:
+            return lines_in(traj) > b or r.proc.poll() is not None
+
+        wait_for(episode_ended, "a browser episode to end")
         run.signal(signal.SIGINT)
         rc = run.wait()
         assert rc in (0, 128 + signal.SIGINT), f"exit {rc} (a crash?):\n{run.output()}"
@@ -587,7 +595,7 @@ def test_browser_episode_past_its_deadline_kills_the_browser(tmp_path):
     assert run.wait() == 0, run.output()
     (rec,) = read_records(tmp_path / "out" / "trajectories.jsonl")
     # (How many steps it took before the deadline depends on how fast Chromium started.)
-    assert rec.outcome == "env_error" and rec.error.startswith("deadline") and len(rec.steps) < 2000
+    assert rec.outcome == "env_error" and (rec.error or "").startswith("deadline") and len(rec.steps) < 2000
     run.assert_nothing_left()
 
 

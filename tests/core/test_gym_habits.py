@@ -12,6 +12,7 @@ import copy
 import inspect
 import socket
 import warnings
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -26,6 +27,7 @@ from sandgym.families import FAMILIES, load
 from sandgym.runtimes.host_processes import environs
 from sandgym.spaces import SAMPLE_LENGTH, SharedTexts, TextOrToolCall, UnicodeText
 from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.browser_form import BrowserTaskPair
 from tests.browser_form.test_miniwob import solve
 from tests.helpers import unwrapped
 from tests.swe_repo.test_env import descendants
@@ -45,7 +47,7 @@ def owned_by(pids: set[int]) -> list[int]:
     return [pid for pid, env in environs() if any(item.startswith(m) for item in env for m in marks)]
 
 
-def containers_of(pids: set[int]) -> list[str]:
+def containers_of(pids: set[int]) -> list[str | None]:
     import docker
 
     client = docker.from_env()
@@ -91,16 +93,22 @@ def test_unicode_text_round_trips_through_shared_memory():
     texts = ["naïve 𝔘nicode\0 and NUL", "", "\ud800 lone surrogate", "x" * 50]
     shm = create_shared_memory(space, n=len(texts))
     view = read_from_shared_memory(space, shm, n=len(texts))
+    assert isinstance(view, dict)  # a Dict space reads back as a dict
+
+    def write(i: int, value: dict[str, str]) -> None:
+        # gymnasium dispatches on the space (a Dict space takes a dict); its annotation says ndarray.
+        write_to_shared_memory(space, i, cast(Any, value), shm)
+
     for i, text in enumerate(texts):
-        write_to_shared_memory(space, i, {"task": text, "feedback": text[::-1]}, shm)
+        write(i, {"task": text, "feedback": text[::-1]})
     assert isinstance(view["task"], SharedTexts)
     assert view["task"] == tuple(texts) and view["feedback"] == tuple(t[::-1] for t in texts)
     snapshot = copy.deepcopy(view)  # what AsyncVectorEnv(copy=True) hands out
     assert type(snapshot["task"]) is tuple and batch_space(space, len(texts)).contains(snapshot)
-    write_to_shared_memory(space, 0, {"task": "changed", "feedback": ""}, shm)
+    write(0, {"task": "changed", "feedback": ""})
     assert view["task"][0] == "changed" and snapshot["task"][0] == texts[0]  # a live view; the copy is not
     with pytest.raises(ValueError, match=r"51 characters long.*at most 50.*shared_memory"):
-        write_to_shared_memory(space, 1, {"task": "y" * 51, "feedback": ""}, shm)
+        write(1, {"task": "y" * 51, "feedback": ""})
 
 
 def test_text_samples_are_short_and_contained():
@@ -116,7 +124,7 @@ def test_tool_call_space_samples_valid_calls_and_batches():
     for call in calls:
         assert isinstance(call, dict) and space.contains(call), call
         parse_action(call)  # the env takes it
-    assert {c["tool"] for c in calls} == {t["function"]["name"] for t in chat_tools()}
+    assert {c["tool"] for c in calls if isinstance(c, dict)} == {t["function"]["name"] for t in chat_tools()}
     batched = batch_space(space, 3)
     assert batched.contains(("```submit```", {"tool": "submit"}, {"tool": "bash", "command": "ls"}))
     assert not batched.contains(("ok", {"tool": "nope"}, "ok"))
@@ -126,8 +134,8 @@ def test_tool_call_space_samples_valid_calls_and_batches():
 # -- action_space.contains for every family ---------------------------------------------------------
 
 VALID_TEXT = ["", "```python\ndef f():\n    return 'ü'\n```", "reasoning first\n```bash\nls\n```", "done()"]
-INVALID_ANY = [None, 3, b"bytes", ["a list"], "x" * 1_000_001]
-SWE_DICTS = [
+INVALID_ANY: list[object] = [None, 3, b"bytes", ["a list"], "x" * 1_000_001]
+SWE_DICTS: list[dict[str, Any]] = [
     {"tool": "bash", "command": "grep -rn total billing/"},
     {"tool": "view", "path": "billing/money.py"},
     {"tool": "view", "path": "billing/money.py", "start": 10, "end": 40},
@@ -157,17 +165,19 @@ def test_action_space_of_code_and_swe_holds_their_actions():
         code.reset(options={"task_id": tasks[0].id})
         for action in [*VALID_TEXT, *unwrapped(code).oracle_actions(), *unwrapped(code).null_actions()]:
             assert code.action_space.contains(action), action
-        for action in [*INVALID_ANY, {"tool": "submit_code", "code": "x"}]:
-            assert not code.action_space.contains(action), repr(action)[:80]
+        for bad in [*INVALID_ANY, {"tool": "submit_code", "code": "x"}]:
+            assert not code.action_space.contains(bad), repr(bad)[:80]
         swe.reset(options={"task_id": SWE_TASK})
         for action in [*VALID_TEXT, *SWE_DICTS, *unwrapped(swe).oracle_actions(), *unwrapped(swe).null_actions()]:
             assert swe.action_space.contains(action), action
-        for tool in unwrapped(swe).chat_tools():  # what a chat model's call turns into
+        tools = unwrapped(swe).chat_tools()
+        assert tools is not None
+        for tool in tools:  # what a chat model's call turns into
             params = tool["function"]["parameters"]
             args = {k: "x" for k in params["required"]}
             assert swe.action_space.contains(unwrapped(swe).tool_action(tool["function"]["name"], args)), tool
-        for action in [*INVALID_ANY, *SWE_BAD_DICTS]:
-            assert not swe.action_space.contains(action), repr(action)[:80]
+        for bad in [*INVALID_ANY, *SWE_BAD_DICTS]:
+            assert not swe.action_space.contains(bad), repr(bad)[:80]
         # Every bad dict is one the env refuses too (the space follows the parser).
         obs, _, term, _, info = swe.step(SWE_BAD_DICTS[0])
         assert not term and info["tool"] == "invalid"
@@ -181,11 +191,12 @@ def test_action_space_of_the_browser_envs_holds_their_actions():
     for env_id in (BROWSER, MINIWOB):
         env = gym.make(env_id)
         try:
-            oracle = [a for t in TaskSet.load(bundled_task_set("browser_form")).tasks for a in t.hidden.oracle]
+            tasks = TaskSet.load(bundled_task_set("browser_form")).tasks
+            oracle = [a for t in tasks for a in BrowserTaskPair.of(t).hidden.oracle]
             for action in [*VALID_TEXT, *oracle, *unwrapped(env).null_actions()]:
                 assert env.action_space.contains(action), action
-            for action in [*INVALID_ANY, {"tool": "click"}]:
-                assert not env.action_space.contains(action), repr(action)[:80]
+            for bad in [*INVALID_ANY, {"tool": "click"}]:
+                assert not env.action_space.contains(bad), repr(bad)[:80]
         finally:
             env.close()
 
@@ -207,8 +218,9 @@ def test_spec_kwargs_show_the_defaults_and_overrides_are_still_checked(env_id):
             assert spec.kwargs[name] == value, name
     limit = "max_turns" if env_id == CODE else "max_steps"
     assert isinstance(spec.kwargs[limit], int) and spec.max_episode_steps is None  # the env owns its limit
+    too_low: dict[str, Any] = {limit: 0}
     with pytest.raises((EnvOptionError, ValueError), match=limit):
-        gym.make(env_id, **{limit: 0})
+        gym.make(env_id, **too_low)
     with pytest.raises(TypeError, match="no_such_option"):
         gym.make(env_id, no_such_option=1)
 
@@ -216,6 +228,7 @@ def test_spec_kwargs_show_the_defaults_and_overrides_are_still_checked(env_id):
 def test_make_shows_the_kwargs_it_used():
     env = gym.make(CODE, mode="multi", max_turns=3)
     try:
+        assert env.spec is not None
         assert env.spec.kwargs["mode"] == "multi" and env.spec.kwargs["max_turns"] == 3
         assert env.spec.kwargs["reward"] == "binary"  # the defaults, alongside
     finally:
@@ -231,12 +244,15 @@ def test_time_limit_on_code_verifies_the_last_turn():
     try:
         obs, info = env.reset(options={"task_id": tasks[0].id})
         assert info["max_turns"] == 2 and "You have 2 turns" in obs["task"]
-        code = unwrapped(env).oracle_actions()[0].removeprefix("SUBMIT\n")  # run, not submitted
+        submit = unwrapped(env).oracle_actions()[0]
+        assert isinstance(submit, str)  # the code env's actions are text
+        code = submit.removeprefix("SUBMIT\n")  # run, not submitted
         _, reward, term, trunc, info = env.step(code)
         assert (reward, term, trunc, info["tool"]) == (0.0, False, False, "run")
         _, reward, term, trunc, info = env.step(code)  # the TimeLimit's last step
         assert trunc and info["outcome"] == "passed" and reward == 1.0
-        assert unwrapped(env).last_verdict is not None and unwrapped(env).last_verdict.outcome.value == "passed"
+        verdict = unwrapped(env).last_verdict
+        assert verdict is not None and verdict.outcome.value == "passed"
         # Without a wrapper the env's own limit rules.
         env2 = gym.make(CODE, mode="multi", max_turns=3)
         try:
@@ -263,7 +279,7 @@ def test_time_limit_on_swe_submits_the_work():
 
 @pytest.mark.chromium
 def test_time_limit_on_browser_verifies_the_form():
-    oracle = TaskSet.load(bundled_task_set("browser_form")).get(FORM_TASK).hidden.oracle
+    oracle = BrowserTaskPair.of(TaskSet.load(bundled_task_set("browser_form")).get(FORM_TASK)).hidden.oracle
     assert oracle[-1] == "done()"
     work = oracle[:-1]
     env = gym.make(BROWSER, max_episode_steps=len(work))

@@ -16,13 +16,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import gymnasium
 import httpx
 import pytest
 from pydantic import ValidationError
 
+from sandgym.envs.base import Action
 from sandgym.specs import TaskSet, bundled_task_set
 from tests.helpers import unwrapped
 
@@ -97,6 +100,8 @@ def free_port() -> int:
 
 class Server:
     """One `sandgym serve` subprocess."""
+
+    validate: subprocess.Popen[str]  # `openenv validate` against it, if the servers fixture started one
 
     def __init__(self, log: Path, *args: str):
         self.port = free_port()
@@ -388,7 +393,7 @@ def test_concurrent_sessions_are_apart(servers, task):
         sa, sb = a.state(), b.state()
         assert sa["episode_id"] != sb["episode_id"]
         assert (sa["task_id"], sb["task_id"]) == (TASK, "basic/edit-distance")
-        results = {}
+        results: dict[str, Any] = {}
         threads = [
             threading.Thread(target=lambda: results.__setitem__("a", a.step({"text": good}))),
             threading.Thread(
@@ -496,7 +501,7 @@ def test_shutdown_closes_open_sessions(servers):
         env.close()
 
 
-def oracle_and_null(env_id: str) -> tuple[str, list, list]:
+def oracle_and_null(env_id: str) -> tuple[str, Sequence[Action], Sequence[Action]]:
     """A task of the env's bundled set, with its oracle and null actions."""
     env = gymnasium.make(env_id)
     try:
@@ -523,8 +528,9 @@ def test_action_model():
         SandgymAction.model_validate({"text": "ls", "call": call})
     with pytest.raises(ValidationError, match="text"):
         SandgymAction.model_validate({})
+    not_an_action: Any = 3
     with pytest.raises(TypeError, match="SandgymAction, a str"):
-        as_action(3)
+        as_action(not_an_action)
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,9 @@ def sandgym_sandboxes() -> set[str]:
 
         core = client.CoreV1Api(load_client())
         pods = core.list_namespaced_pod(DEFAULT_NAMESPACE, label_selector=K8S_OWNER_LABEL).items
-        found |= {f"pod/{p.metadata.name}" for p in pods if p.metadata is not None}
+        for p in pods:
+            assert p.metadata is not None  # the API sends every pod's metadata
+            found.add(f"pod/{p.metadata.name}")
     return found
 
 

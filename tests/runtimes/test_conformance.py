@@ -24,8 +24,9 @@ from sandgym.runtimes import RuntimeUnavailable, SandboxError, SandboxSpec, get_
 from sandgym.runtimes.docker.leaks import reap
 from sandgym.runtimes.docker.runtime import OWNER_LABEL, DockerRuntime
 from sandgym.specs import TaskSet, bundled_task_set
+from sandgym.specs.code_function import CodeTaskPair
 from sandgym.verifiers.code_function.host import verify
-from tests.helpers import agent_host_pid, i386_syscall_source, make_task, unwrapped
+from tests.helpers import agent_host_pid, i386_syscall_source, make_task, swe_tasks, unwrapped
 from tests.runtimes.conformance import sandgym_containers, sandgym_sandboxes, settled
 
 
@@ -165,7 +166,7 @@ def test_closed_sandboxes_leave_nothing(rt):
 
 
 def test_verdicts_agree_with_local(rt):
-    tasks = TaskSet.load(bundled_task_set("code_function")).tasks[:6]
+    tasks = [CodeTaskPair.of(t) for t in TaskSet.load(bundled_task_set("code_function")).tasks[:6]]
     for task in tasks:
         ep = task.visible.entry_point
         assert verify(task, task.hidden.reference_solution, rt).outcome == "passed", task.id
@@ -272,6 +273,7 @@ def test_sigkill_then_gc_leaves_no_container(tmp_path):
     """)
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
     try:
+        assert child.stdout is not None
         assert child.stdout.readline() == b"ready\n"
         mine = [c for c in sandgym_containers() if c.labels[OWNER_LABEL].endswith(f":{child.pid}")]
         assert len(mine) == 2
@@ -311,7 +313,7 @@ def test_swe_family_on_every_backend(rt):
     from sandgym.verifiers.swe_repo.host import verify as verify_swe
 
     tasks = TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1")
-    task = tasks.tasks[0]
+    task = swe_tasks(tasks)[0]
     null = verify_swe(task, "", rt)
     assert (null.status, null.outcome) == ("NO", "failed"), null.detail
     env = gymnasium.make("sandgym/SWERepo-v0", tasks=tasks, runtime=rt)
@@ -323,6 +325,7 @@ def test_swe_family_on_every_backend(rt):
         assert obs["feedback"].splitlines()[:2] == ["/workspace/repo/billing", "kept"]
         for action in unwrapped(env).oracle_actions():
             obs, reward, terminated, truncated, info = env.step(action)
-        assert terminated and reward == 1.0 and unwrapped(env).last_verdict.status == "FULL"
+        verdict = unwrapped(env).last_verdict
+        assert terminated and reward == 1.0 and verdict is not None and verdict.status == "FULL"
     finally:
         env.close()

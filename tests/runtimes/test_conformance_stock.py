@@ -18,7 +18,7 @@ from sandgym.runtimes import SandboxError, SandboxSpec, get_runtime
 from sandgym.runtimes.docker.leaks import reap
 from sandgym.runtimes.docker.runtime import OWNER_LABEL, DockerRuntime
 from sandgym.specs import TaskSet
-from sandgym.specs.swe_repo import SWETaskPair
+from tests.helpers import swe_tasks
 
 
 def _wait_until(predicate, what: str, limit_s: float = 180.0) -> None:
@@ -215,7 +215,7 @@ def test_the_swe_venv_is_byte_compiled_in_place(tmp_path, monkeypatch):
     from sandgym.specs import bundled_dir
     from sandgym.verifiers.swe_repo.sources import COMPILED_MARK, environment_key, test_venv
 
-    env = SWETaskPair.of(TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1").tasks[0]).visible.environment
+    env = swe_tasks(TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1"))[0].visible.environment
     cached = test_venv(env)
     monkeypatch.setenv("SANDGYM_CACHE", str(tmp_path))
     old = tmp_path / "venvs" / environment_key(env)
@@ -236,7 +236,7 @@ def test_swe_verdicts_hold_with_bytecode_and_the_stock(backend):
     from sandgym.verifiers.swe_repo.host import verify as verify_swe
     from sandgym.verifiers.swe_repo.sandbox import IMAGE, VENV_DIR, venv_mount
 
-    task = SWETaskPair.of(TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1").tasks[0])
+    task = swe_tasks(TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1"))[0]
     rt = DockerRuntime(prestart=1) if backend == "docker" else get_runtime(backend)
     try:
         spec = SandboxSpec(image=IMAGE, mounts=(venv_mount(task.visible.environment),))

@@ -142,8 +142,10 @@ def test_namespace_set_up_with_default_deny(k8s):
     from sandgym.runtimes.k8s.pods import NETWORK_POLICY
 
     policy = client.NetworkingV1Api(k8s.api_client).read_namespaced_network_policy(NETWORK_POLICY, k8s.namespace)
-    assert policy.spec.pod_selector.match_labels is None and sorted(policy.spec.policy_types) == ["Egress", "Ingress"]
-    assert not policy.spec.ingress and not policy.spec.egress
+    spec = policy.spec
+    assert spec is not None and spec.pod_selector is not None and spec.policy_types is not None
+    assert spec.pod_selector.match_labels is None and sorted(spec.policy_types) == ["Egress", "Ingress"]
+    assert not spec.ingress and not spec.egress
     sa = k8s.core.read_namespaced_service_account("default", k8s.namespace)
     assert sa.automount_service_account_token is False
 
@@ -227,6 +229,7 @@ def test_sigkill_then_gc_leaves_no_pod(k8s):
         return [p.metadata.name for p in pods if p.metadata.labels[OWNER_LABEL].endswith(f"-{child.pid}")]
 
     try:
+        assert child.stdout is not None
         assert child.stdout.readline() == b"ready\n"
         assert len(mine()) == 2
     finally:
