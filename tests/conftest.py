@@ -21,7 +21,7 @@ import pytest
 from sandgym.runtimes.local.runtime import LocalRuntime
 
 # What makes a test need a sandbox, besides the `sandbox` marker itself.
-SANDBOX_FIXTURES = ("runtime", "bwrap_runtime", "k8s_cluster")
+SANDBOX_FIXTURES = ("runtime", "bwrap_runtime", "k8s_cluster", "rt")
 SANDBOX_MARKERS = ("docker", "chromium", "k8s")
 # Tests that start sandboxes of their own (through `sandgym` commands,
 # `gym.make`, a served env, a runtime made in the test file), as
@@ -32,6 +32,8 @@ SANDBOX_TESTS = {
     "core/test_faults.py",  # kills and resumes real evals
     "core/test_server.py",  # serves envs, whose sessions have sandboxes
     "runtimes/test_conformance.py",  # its own runtimes, one per backend
+    "runtimes/test_conformance_security.py",
+    "runtimes/test_conformance_stock.py",
     "runtimes/test_pool.py",  # pools of local sandboxes
     "code_function/test_env.py::test_make_with_module_prefix_in_fresh_process",
     "code_function/test_samples.py::test_canonical_solutions_give_pass_at_1_of_one",
@@ -73,25 +75,25 @@ SANDBOX_TESTS = {
     "runtimes/test_local.py::test_a_stocked_sandbox_keeps_the_specs_lifetime",
     "runtimes/test_local.py::test_sandbox_dies_with_its_parent",
     "runtimes/test_local.py::test_the_stock_hands_each_sandbox_out_once_and_close_leaves_nothing",
-    "swe_repo/test_security.py::test_closing_the_records_channel",
-    "swe_repo/test_security.py::test_exception_swallowed_between_the_test_and_the_report",
-    "swe_repo/test_security.py::test_git_config_cannot_hide_a_conftest",
-    "swe_repo/test_security.py::test_introspection_from_the_package_is_reported",
-    "swe_repo/test_security.py::test_items_swapped_through_frames",
-    "swe_repo/test_security.py::test_killing_the_runner_is_never_accepted",
-    "swe_repo/test_security.py::test_nonce_stolen_answer_forged_runner_killed",
-    "swe_repo/test_security.py::test_own_memory_is_out_of_bounds",
-    "swe_repo/test_security.py::test_plugin_hook_called_with_a_forged_report",
-    "swe_repo/test_security.py::test_plugin_silenced_and_records_forged_on_its_pipe",
-    "swe_repo/test_security.py::test_reading_the_runner_through_proc_is_refused",
-    "swe_repo/test_security.py::test_reports_forced_to_pass_at_import",
-    "swe_repo/test_security.py::test_runtest_made_a_no_op_at_import",
-    "swe_repo/test_security.py::test_self_restoring_patch_installed_during_the_call",
-    "swe_repo/test_security.py::test_sentinels_removed_by_an_import_hook",
-    "swe_repo/test_security.py::test_test_code_recompiled_in_memory",
-    "swe_repo/test_security.py::test_tests_rewritten_at_import_and_pytest_run_again",
-    "swe_repo/test_security.py::test_tests_rewritten_before_they_are_compiled",
-    "swe_repo/test_security.py::test_the_venv_cannot_be_written_from_the_tests",
+    "swe_repo/test_security_in_process.py::test_closing_the_records_channel",
+    "swe_repo/test_security_in_process.py::test_exception_swallowed_between_the_test_and_the_report",
+    "swe_repo/test_security_diffs.py::test_git_config_cannot_hide_a_conftest",
+    "swe_repo/test_security_in_process.py::test_introspection_from_the_package_is_reported",
+    "swe_repo/test_security_in_process.py::test_items_swapped_through_frames",
+    "swe_repo/test_security_in_process.py::test_killing_the_runner_is_never_accepted",
+    "swe_repo/test_security_in_process.py::test_nonce_stolen_answer_forged_runner_killed",
+    "swe_repo/test_security_in_process.py::test_own_memory_is_out_of_bounds",
+    "swe_repo/test_security_in_process.py::test_plugin_hook_called_with_a_forged_report",
+    "swe_repo/test_security_in_process.py::test_plugin_silenced_and_records_forged_on_its_pipe",
+    "swe_repo/test_security_runs.py::test_reading_the_runner_through_proc_is_refused",
+    "swe_repo/test_security_in_process.py::test_reports_forced_to_pass_at_import",
+    "swe_repo/test_security_in_process.py::test_runtest_made_a_no_op_at_import",
+    "swe_repo/test_security_in_process.py::test_self_restoring_patch_installed_during_the_call",
+    "swe_repo/test_security_in_process.py::test_sentinels_removed_by_an_import_hook",
+    "swe_repo/test_security_in_process.py::test_test_code_recompiled_in_memory",
+    "swe_repo/test_security_in_process.py::test_tests_rewritten_at_import_and_pytest_run_again",
+    "swe_repo/test_security_in_process.py::test_tests_rewritten_before_they_are_compiled",
+    "swe_repo/test_security_in_process.py::test_the_venv_cannot_be_written_from_the_tests",
 }
 # In --quick runs: the file the tripwire appends the running test's id to.
 TRIPWIRE_LOG = "SANDGYM_QUICK_TRIPWIRE"
