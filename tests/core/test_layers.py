@@ -1,6 +1,8 @@
 """Imports point one way (DESIGN.md): envs -> runtimes, verifiers; verifiers
-never import envs; runtimes import neither; the core imports a family's
-envs and verifiers only through the family table, the CLI and the adapters.
+never import envs; runtimes import neither; a backend folder
+(runtimes/<name>/) imports no other backend; the core imports no module of
+a family (only the contracts envs.base and verifiers.models): it reaches a
+family through the family table's import strings.
 
 Every import statement of the tree (relative ones resolved, imports inside
 functions and TYPE_CHECKING blocks included) is checked against the rules.
@@ -17,6 +19,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from sandgym.runtimes.backends import BACKENDS
 
 ROOT = Path(__file__).resolve().parents[2]
 # Top-level folders and the package each one is installed as (pyproject.toml).
@@ -79,6 +83,11 @@ def imports_of(source: str, module: str, is_package: bool) -> list[tuple[int, st
     return [(line, m) for line, m in found if m == "sandgym" or m.startswith("sandgym.")]
 
 
+def backend_of(module: str) -> str | None:
+    """The backend folder (runtimes/<name>/, the backend table's names) `module` is in, if any."""
+    return next((b for b in BACKENDS if under(module, (f"sandgym.runtimes.{b}",))), None)
+
+
 def wrong_way(importer: str, imported: str) -> str | None:
     """Why `importer` may not import `imported` (None: it may)."""
     src, dst = layer(importer), layer(imported)
@@ -86,6 +95,9 @@ def wrong_way(importer: str, imported: str) -> str | None:
         return None
     if src == "runtimes" and dst not in ("runtimes",) and not under(imported, ("sandgym.errors",)):
         return "runtimes import only runtimes and sandgym.errors"
+    mine, theirs = backend_of(importer), backend_of(imported)
+    if mine and theirs and mine != theirs:
+        return "a backend folder imports the shared runtimes modules and itself, never another backend"
     if src == "verifiers" and dst in ("envs", "core"):
         return "verifiers import verifiers, runtimes and the core's floor only"
     if src == "envs" and dst == "core":
@@ -329,6 +341,8 @@ def test_what_the_rules_allow():
         ("sandgym.harness", "from sandgym.verifiers.code_function.host import verify\n"),
         ("sandgym.report", "import sandgym.envs.code_function.env\n"),
         ("sandgym.harness", "from sandgym.envs import code_function\n"),
+        ("sandgym.runtimes.k8s.runtime", "from sandgym.runtimes.docker.runtime import RUNSC_MAX_PIDS\n"),
+        ("sandgym.runtimes.local.browser", "from ..docker import leaks\n"),
         ("sandgym.cli", "from sandgym.envs.code_function.humaneval import import_humaneval\n"),
         ("sandgym.adapters.trainers", "from sandgym.verifiers.code_function.host import verify\n"),
     ],
@@ -352,5 +366,6 @@ def test_allowed_imports_pass():
             "from sandgym.runtimes.base import Runtime\nfrom ..models import Verdict\n"
         ),
         "sandgym.runtimes.base": "from sandgym.errors import SandgymError\nfrom .staging import stage_dir\n",
+        "sandgym.runtimes.k8s.runtime": "from ..gvisor import RUNSC_MAX_PIDS\nfrom .pods import pod_manifest\n",
     }
     assert violations(ok) == []

@@ -1,12 +1,12 @@
 """The backend table (runtimes/backends.py) and the folder rules it stands on:
 every entry's import strings resolve; names are looked up in the table, not
-branched on; a backend folder imports only the shared modules and itself;
-importing sandgym.runtimes imports no backend. (That runtimes/boundary/
-imports only the standard library is tests/core/test_layers.py's rule.)"""
+branched on; importing sandgym.runtimes imports no backend. (That a
+backend folder imports only the shared modules and itself, and that
+runtimes/boundary/ imports only the standard library, are rules of
+tests/core/test_layers.py.)"""
 
 from __future__ import annotations
 
-import ast
 import inspect
 import json
 import subprocess
@@ -57,39 +57,6 @@ def test_unknown_names_list_the_choices():
     # docker's browser sandbox needs the runtime object, not its name
     with pytest.raises(ValueError, match="needs a docker Runtime object"):
         open_browser_sandbox("docker", AppSpec("app:app", Path("/nonexistent")))
-
-
-def _imports(path: Path, package: str) -> list[tuple[int, str]]:
-    """(line, absolute module) of every import in a file of `package`."""
-    found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parts = package.split(".")
-                base = parts[: len(parts) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if node.level and not node.module:  # `from . import runtime`
-                found += [(node.lineno, f"{target}.{a.name}") for a in node.names]
-            else:
-                found.append((node.lineno, target))
-    return found
-
-
-def test_a_backend_folder_imports_no_other_backend():
-    wrong = []
-    for name in BACKENDS:
-        package = f"sandgym.runtimes.{name}"
-        for path in sorted((RUNTIMES / name).glob("*.py")):
-            for line, module in _imports(path, package):
-                for other in BACKENDS:
-                    theirs = f"sandgym.runtimes.{other}"
-                    if other != name and (module == theirs or module.startswith(theirs + ".")):
-                        wrong.append(f"runtimes/{name}/{path.name}:{line} imports {module}")
-    assert wrong == []
 
 
 # What the runtimes package itself pulls in (`import sandgym` loads no
