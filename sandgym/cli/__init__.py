@@ -8,6 +8,7 @@ module of this package.
     images.py           images build|list
     gc.py               gc
     capacity.py         capacity
+    redteam.py          redteam (the attack catalogue against any harness)
     shared.py           the consoles, `fail`, task-set and -o option reading
     family_commands.py  the commands families add (Family.cli_commands)
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import typer
 
-from . import capacity, evaluate, gc, images, reports, serve, tasks
+from . import capacity, evaluate, gc, images, redteam, reports, serve, tasks
 from .evaluate import eval_cmd
 from .family_commands import family_group
 from .reports import leaderboard_table
@@ -76,6 +77,7 @@ app.command("report")(reports.report_cmd)
 app.command("leaderboard")(reports.leaderboard_cmd)
 images_app.command("build")(images.images_build_cmd)
 images_app.command("list")(images.images_list_cmd)
+app.command("redteam")(redteam.redteam_cmd)
 app.command("gc")(gc.gc_cmd)
 tasks_import_app.command("jsonl")(tasks.import_jsonl_cmd)
 tasks_app.command("export")(tasks.export_cmd)
