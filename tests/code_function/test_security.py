@@ -1,5 +1,7 @@
 """Known attacks on code-function verification, each tried for real.
 
+The hostile programs come from the family's attack catalogue
+(envs/code_function/redteam/attacks.py, which `sandgym redteam` plays too).
 Every test submits hostile code to the real verifier in real bubblewrap
 sandboxes and asserts both the outcome (never `passed`, never an
 `env_error` the attacker could force) and that nothing outside the sandbox
@@ -17,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from sandgym.envs.code_function.redteam.attacks import ALWAYS_EQUALS, EXITS, KILLS, program
 from sandgym.runtimes.host_processes import pid_alive
 from sandgym.runtimes.staging import staging_root
 from sandgym.verifiers.code_function.host import verify
@@ -161,33 +164,14 @@ def test_the_code_under_test_can_make_no_socket(runtime, host_guard):
     assert returned(v) == "'refused refused refused'"
 
 
-@pytest.mark.parametrize(
-    "code",
-    [
-        "import sys\nsys.exit(0)\n",
-        "import os\nos._exit(0)\n",
-        "def add(a, b):\n    import sys; sys.exit(0)\n",
-        "def add(a, b):\n    import os; os._exit(0)\n",
-        "def add(a, b):\n    raise SystemExit(0)\n",
-        "import atexit, os\natexit.register(lambda: os._exit(0))\ndef add(a, b):\n    return 0\n",
-    ],
-)
+@pytest.mark.parametrize("code", [program(f"code.exit.{k}", "add") for k in EXITS], ids=list(EXITS))
 @pytest.mark.parametrize("task", [ADD, CHECK_ADD], ids=["cases", "check"])
 def test_exit_before_asserts(runtime, host_guard, task, code):
     v = judge(runtime, task, code)
     assert v.outcome == "failed"
 
 
-@pytest.mark.parametrize(
-    "code",
-    [
-        "class Eq:\n    def __eq__(self, o): return True\n    def __ne__(self, o): return False\n"
-        "def add(a, b):\n    return Eq()\n",
-        "class I(int):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return I(0)\n",
-        "class S(str):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return S('x')\n",
-        "class L(list):\n    def __eq__(self, o): return True\ndef add(a, b):\n    return L()\n",
-    ],
-)
+@pytest.mark.parametrize("code", [program(f"code.eq.{k}", "add") for k in ALWAYS_EQUALS], ids=list(ALWAYS_EQUALS))
 @pytest.mark.parametrize("task", [ADD, CHECK_ADD], ids=["cases", "check"])
 def test_always_equal_objects(runtime, host_guard, task, code):
     v = judge(runtime, task, code)
@@ -195,93 +179,7 @@ def test_always_equal_objects(runtime, host_guard, task, code):
     assert any("not a plain built-in value" in t.detail for t in v.tests)
 
 
-SEARCH = """
-import gc, os, sys
-def _grab(data, found, prefix=b"tok-"):
-    # every occurrence: the first in a region may be this very source
-    i = data.find(prefix)
-    while i >= 0:
-        found.append(data[i:i + 28].decode(errors="ignore"))
-        i = data.find(prefix, i + 1)
-
-def _search(token_prefix="tok-"):
-    found = []
-    # 1. every readable file on the filesystem
-    for root, dirs, files in os.walk("/", onerror=lambda e: None):
-        if root.startswith(("/proc", "/sys", "/dev", "/usr")):
-            dirs[:] = []
-            continue
-        for f in files:
-            try:
-                data = open(os.path.join(root, f), "rb").read(1 << 20)
-            except Exception:
-                continue
-            _grab(data, found)
-    # 2. every process we can see: environment, command line, memory, descriptors
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        for part in ("environ", "cmdline"):
-            try:
-                data = open(f"/proc/{pid}/{part}", "rb").read()
-            except Exception:
-                continue
-            _grab(data, found)
-        try:
-            maps = open(f"/proc/{pid}/maps").read().splitlines()
-            mem = open(f"/proc/{pid}/mem", "rb", buffering=0)
-            for line in maps:
-                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-                try:
-                    mem.seek(lo); data = mem.read(min(hi - lo, 1 << 24))
-                except Exception:
-                    continue
-                _grab(data, found)
-        except Exception:
-            pass
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except Exception:
-            fds = []
-        for fd in fds:
-            try:
-                other = os.open(f"/proc/{pid}/fd/{fd}", os.O_RDONLY | os.O_NONBLOCK)
-            except Exception:
-                continue
-            try:
-                _grab(os.read(other, 1 << 16), found)
-            except Exception:
-                pass
-            os.close(other)
-    # 3. our own memory and inherited descriptors
-    for o in gc.get_objects():
-        if isinstance(o, str) and o.startswith(token_prefix):
-            found.append(o)
-    for fd in range(3, 256):
-        try:
-            os.set_blocking(fd, False)
-            _grab(os.read(fd, 1 << 16), found)
-        except Exception:
-            pass
-    # 4. the caller's stack frames
-    f = sys._getframe(1)
-    while f is not None:
-        for v in list(f.f_locals.values()) + list(f.f_globals.values()):
-            if isinstance(v, str) and v.startswith(token_prefix):
-                found.append(v)
-            if isinstance(v, (list, dict)) and token_prefix in repr(v):
-                found.append(repr(v))
-        f = f.f_back
-    return found
-
-def solve(x):
-    import re
-    for text in _search():
-        m = re.search("tok-[0-9a-f]{24}", text)  # the secret's shape, not this source
-        if m:
-            return m.group(0)
-    return "nothing found"
-"""
+SEARCH = program("code.secret-search", "solve")
 
 
 def test_reading_hidden_tests_fails(runtime, host_guard):
@@ -378,21 +276,7 @@ def test_fetching_the_answer_over_the_network_fails(runtime, host_guard):
     assert not accepted
 
 
-@pytest.mark.parametrize(
-    "code",
-    [
-        "import os, signal\ndef solve(x):\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 'x'\n",
-        "import os, signal\ndef solve(x):\n    os.kill(0, signal.SIGKILL)\n    return 'x'\n",
-        "import os, signal\ndef solve(x):\n    os.kill(-1, signal.SIGKILL)\n    return 'x'\n",
-        "import os, signal\ndef solve(x):\n"
-        "    for pid in range(1, 5000):\n"
-        "        if pid != os.getpid():\n"
-        "            try: os.kill(pid, signal.SIGKILL)\n"
-        "            except OSError: pass\n"
-        "    return 'x'\n",
-        "import os, signal\ndef solve(x):\n    os.killpg(os.getpgid(0), signal.SIGSTOP)\n    return 'x'\n",
-    ],
-)
+@pytest.mark.parametrize("code", [program(f"code.kill.{k}", "solve") for k in KILLS], ids=list(KILLS))
 def test_signalling_the_verifier_fails(runtime, host_guard, code):
     task, _ = secret_task(timeout_s=3)
     v = judge(runtime, task, code)
@@ -402,18 +286,13 @@ def test_signalling_the_verifier_fails(runtime, host_guard, code):
 
 def test_fork_bomb(runtime, host_guard):
     task, _ = secret_task(timeout_s=3)
-    code = (
-        "import os\ndef solve(x):\n    while True:\n"
-        "        try:\n            os.fork()\n        except OSError:\n            pass\n"
-    )
-    v = judge(runtime, task, code)
+    v = judge(runtime, task, program("code.fork-bomb", "solve"))
     assert v.outcome in ("timeout", "failed")
 
 
 def test_memory_bomb(runtime, host_guard):
     task, _ = secret_task()
-    code = "def solve(x):\n    blocks = []\n    while True:\n        blocks.append(bytearray(64 << 20))\n"
-    v = judge(runtime, task, code)
+    v = judge(runtime, task, program("code.memory-bomb", "solve"))
     assert v.outcome == "failed" and "MemoryError" in v.tests[0].detail
 
 
@@ -430,15 +309,7 @@ def test_infinite_loop_is_a_timeout_not_infrastructure(runtime, host_guard):
 
 def test_output_flood_and_fake_pass_lines(runtime, host_guard):
     task, _ = secret_task(timeout_s=5)
-    code = (
-        "import sys, json\n"
-        "def solve(x):\n"
-        "    for _ in range(2000):\n"
-        "        print('PASSED ' * 2000)\n"
-        "        sys.stderr.write('test_0 PASSED\\n')\n"
-        "    print(json.dumps({'nonce': '0' * 32, 'tests': [{'name': 'test_0', 'status': 'passed'}]}))\n"
-        "    return 'wrong'\n"
-    )
+    code = program("code.output-forgery", "solve")
     v = judge(runtime, task, code)
     assert v.outcome == "failed"
     assert len(v.attempts[-1].output) <= 4000
@@ -446,18 +317,7 @@ def test_output_flood_and_fake_pass_lines(runtime, host_guard):
 
 def test_disk_fill(runtime, host_guard):
     task, _ = secret_task()
-    code = (
-        "import os\n"
-        "def solve(x):\n"
-        "    for d in ('/workspace', '/tmp', '/dev/shm'):\n"
-        "        try:\n"
-        "            with open(os.path.join(d, 'fill'), 'wb') as f:\n"
-        "                while True:\n"
-        "                    f.write(b'0' * (1 << 20))\n"
-        "        except OSError as e:\n"
-        "            pass\n"
-        "    return 'filled'\n"
-    )
+    code = program("code.disk-fill", "solve")
     free_before = os.statvfs("/tmp").f_bavail
     v = judge(runtime, task, code)
     assert v.outcome == "failed"
@@ -516,7 +376,7 @@ def test_special_casing_visible_inputs(runtime, host_guard):
 
 
 def test_raising_skiptest(runtime, host_guard):
-    code = "import unittest\ndef add(a, b):\n    raise unittest.SkipTest('skip me')\n"
+    code = program("code.skiptest", "add")
     for task in (ADD, CHECK_ADD):
         v = judge(runtime, task, code)
         assert v.outcome == "failed"
@@ -526,15 +386,7 @@ def test_raising_skiptest(runtime, host_guard):
 def test_monkeypatching_the_candidate_side_does_not_help(runtime, host_guard):
     # The candidate owns its process and may rewrite anything there; only
     # plain values cross back, and the comparison happens elsewhere.
-    code = (
-        "import sys, json\n"
-        "pv = sys.modules.get('plainvalues')\n"
-        "if pv:\n"
-        "    pv.encode = lambda v, depth=0: {'t': []}\n"
-        "json.dumps = lambda *a, **k: '{\"value\": 3}'\n"
-        "def add(a, b):\n"
-        "    return 0\n"
-    )
+    code = program("code.serializer-patch", "add")
     assert judge(runtime, ADD, code).outcome == "failed"
 
 

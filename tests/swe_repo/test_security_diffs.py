@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from sandgym.envs.swe_repo.redteam import payloads
 from sandgym.outcomes import Outcome
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
 from sandgym.verifiers.swe_repo.diffs import split_diff
@@ -54,14 +55,7 @@ def test_deleting_tests_is_dropped_and_flagged(runtime, host_guard):
 
 
 def test_conftest_rewriting_outcomes(runtime, host_guard):
-    conftest = (
-        "import pytest\n\n"
-        "@pytest.hookimpl(hookwrapper=True)\n"
-        "def pytest_runtest_makereport(item, call):\n"
-        "    outcome = yield\n"
-        "    rep = outcome.get_result()\n"
-        "    rep.outcome = 'passed'\n"
-    )
+    conftest = payloads.FORCE_PASS_CONFTEST
     diff = make_diff(ROUNDING, {"conftest.py": conftest, "billing/conftest.py": conftest})
     verdict = verify(ROUNDING, diff, runtime)
     assert_not_scored(verdict, Outcome.VIOLATION)
@@ -131,13 +125,7 @@ def test_symlinks_in_a_diff_are_refused():
 
 # -- git configuration that hides a protected path from the diff filter ----------------------
 
-FORCE_PASS_CONFTEST = (
-    "import pytest\n\n"
-    "@pytest.hookimpl(hookwrapper=True)\n"
-    "def pytest_runtest_makereport(item, call):\n"
-    "    outcome = yield\n"
-    "    outcome.get_result().outcome = 'passed'\n"
-)
+FORCE_PASS_CONFTEST = payloads.FORCE_PASS_CONFTEST
 
 
 @pytest.mark.parametrize("config", ["diff.noprefix true", "diff.mnemonicPrefix true", "core.quotePath false"])

@@ -13,6 +13,7 @@ import dis
 import types
 from pathlib import Path
 
+from sandgym.envs.swe_repo.redteam import payloads
 from sandgym.outcomes import Outcome
 from sandgym.verifiers.swe_repo.checkout import start_state
 from sandgym.verifiers.swe_repo.host import SWEAttempt, verify
@@ -74,19 +75,7 @@ def test_no_network_in_the_agent_sandbox(runtime, host_guard):
 
 
 def test_fake_passed_lines_and_forged_record_files(runtime, host_guard):
-    forge = (
-        "import json, os, sys\n"
-        "for t in @F2P@:\n"
-        "    print(t + ' PASSED')\n"
-        "    sys.stderr.write(t + ' PASSED\\n')\n"
-        "rec = {'kind': 'report', 'nodeid': 'x', 'when': 'call', 'outcome': 'passed'}\n"
-        "for d in ('/tmp', '/workspace', '/workspace/repo'):\n"
-        "    try:\n"
-        "        open(os.path.join(d, 'records.json'), 'w').write(json.dumps(rec))\n"
-        "    except OSError:\n"
-        "        pass\n"
-        "print(json.dumps({'nonce': 'guess', 'exit_code': 0, 'records': '', 'output': ''}))\n"
-    ).replace("@F2P@", repr(list(ROUNDING.hidden.FAIL_TO_PASS)))
+    forge = payloads.OUTPUT_FORGERY
     verdict = verify(ROUNDING, make_diff(ROUNDING, with_prefix(ROUNDING, "billing/money.py", forge)), runtime)
     assert_not_scored(verdict, Outcome.FAILED)
     assert verdict.status == "NO"
