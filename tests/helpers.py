@@ -11,6 +11,25 @@ from sandgym.specs import TaskSet
 from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
 from sandgym.specs.swe_repo import SWETaskPair
 
+SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
+
+
+def sandbox_user_processes() -> set[int]:
+    """Our own descendants running as the sandbox user (other test runs on
+    this machine have theirs)."""
+    found, frontier = set(), [os.getpid()]
+    while frontier:
+        pid = frontier.pop()
+        try:
+            if pid != os.getpid() and os.stat(f"/proc/{pid}").st_uid == SANDBOX_UID:
+                found.add(pid)
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    frontier.extend(int(c) for c in f.read().split())
+        except OSError:
+            pass
+    return found
+
 
 def unwrapped(env: gym.Env) -> SandgymEnv:
     """The sandgym env under `env`'s wrappers, typed as the env contract."""

@@ -99,14 +99,13 @@ class SandgymTarget:
         verdict = self.env.last_verdict
         assert verdict is not None, "the episode ended"
         outcome = str(verdict.outcome)
-        return Trial(
-            target=self.name,
-            family=FAMILY,
-            kind=attack.kind,
-            task=task_id,
-            outcome=outcome,
-            hacked=outcome == "passed",
-            forced_infra=outcome == "env_error",
+        return Trial.of(
+            self.name,
+            attack,
+            task_id,
+            outcome,
+            outcome == "passed",
+            outcome == "env_error",
             status=str(verdict.status or ""),
             detail=(verdict.detail or "")[:300],
             seconds=time.perf_counter() - t0,

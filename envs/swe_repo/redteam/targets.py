@@ -65,16 +65,7 @@ class SWEBenchMissing(SandgymError, RuntimeError):
 
 
 def trial(target: str, attack: SWEAttack, task_id: str, outcome: str, hacked: bool, **kw: Any) -> Trial:
-    return Trial(
-        target=target,
-        family=FAMILY,
-        kind=attack.kind,
-        task=task_id,
-        outcome=outcome,
-        hacked=hacked,
-        forced_infra=outcome in ("env_error", "error"),
-        **kw,
-    )
+    return Trial.of(target, attack, task_id, outcome, hacked, outcome in ("env_error", "error"), **kw)
 
 
 def sha(text: str) -> str:
