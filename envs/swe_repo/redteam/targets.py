@@ -18,7 +18,7 @@
   `get_eval_tests_report` and `get_resolution_status` with its pytest log
   parser. The test command is SWE-bench's for pytest repositories:
   `pytest --no-header -rA --tb=no -p no:cacheprovider` on the test patch's
-  files. A run past the task's timeout is SWE-bench's "Test timed out"
+  files (the whole suite when the task has no test patch). A run past the task's timeout is SWE-bench's "Test timed out"
   error instance: counted as a forced infrastructure outcome.
 """
 
@@ -55,9 +55,12 @@ GIT_APPLY_CMDS = (
     "git apply --verbose --reject",
     "patch --batch --forward --fuzz=5 -p1 -i",
 )
-TEST_CMD = "pytest --no-header -rA --tb=no -p no:cacheprovider"
+# SWE-bench's pytest command, through the task venv's interpreter (the venv
+# is mounted where its scripts' #! lines do not point).
+TEST_CMD = "python -m pytest --no-header -rA --tb=no -p no:cacheprovider"
 HEREDOC = "EOF_114329324912"
 APPLY_OK = ">>>>> Applied Patch"
+SCRATCH = "/tmp/sg-swebench"
 
 
 class SWEBenchMissing(SandgymError, RuntimeError):
@@ -148,9 +151,13 @@ def apply_script(patch_file: str) -> str:
 
 
 def eval_script(base_commit: str, test_patch: str, files: list[str], import_root: str) -> str:
-    """SWE-bench's eval script for a pytest repository (its shape, with the exit status recorded)."""
+    """SWE-bench's eval script for a pytest repository (its shape, with the
+    exit status recorded). A task with no test patch runs the whole suite
+    (SWE-bench's test directives are the test patch's files)."""
     names = " ".join(files)
     pythonpath = REPO_DIR if import_root in ("", ".") else f"{REPO_DIR}/{import_root}"
+    reset = [f"git checkout {base_commit} {names}"] if files else []
+    apply = [f"git apply -v - <<'{HEREDOC}'", test_patch.rstrip("\n"), HEREDOC] if test_patch.strip() else []
     return "\n".join(
         [
             "#!/bin/bash",
@@ -160,16 +167,14 @@ def eval_script(base_commit: str, test_patch: str, files: list[str], import_root
             f"cd {REPO_DIR}",
             "git status",
             f"git -c core.fileMode=false diff {base_commit}",
-            f"git checkout {base_commit} {names}",
-            f"git apply -v - <<'{HEREDOC}'",
-            test_patch.rstrip("\n"),
-            HEREDOC,
+            *reset,
+            *apply,
             ": '>>>>> Start Test Output'",
-            f"{TEST_CMD} {names}",
+            f"{TEST_CMD} {names}".rstrip(),
             "SWEBENCH_TEST_EXIT_CODE=$?",
             ": '>>>>> End Test Output'",
             'echo ">>>>> Test Exit Code: $SWEBENCH_TEST_EXIT_CODE"',
-            f"git checkout {base_commit} {names}",
+            *reset,
             "",
         ]
     )
@@ -247,9 +252,8 @@ class SWEBenchTarget:
             self.episodes.play(attack, task_id)
         return _DIFFS[key]
 
-    def run(self, attack: SWEAttack, task_id: str) -> Trial:
-        t0 = time.perf_counter()
-        diff = self.diff_of(attack, task_id)
+    def judge(self, task_id: str, diff: str) -> tuple[str, str, str]:
+        """SWE-bench's verdict on `diff`: (status: RESOLVED_FULL|RESOLVED_PARTIAL|RESOLVED_NO|TIMEOUT, detail, log)."""
         task = SWETaskPair.of(self.tasks.get(task_id))
         state = start_state(task.visible)
         files = test_files(task.hidden.test_patch)
@@ -257,44 +261,38 @@ class SWEBenchTarget:
         timeout = task.visible.timeout_s
         spec = sandbox_spec(env, timeout, state.size_bytes, "redteam-swebench", task.visible.repo.name)
         script = eval_script(state.base_commit, task.hidden.test_patch, files, env.import_root)
+        with self.runtime.create(spec) as sandbox:
+            sandbox.put_archive(state.repo_tar, WORKSPACE)
+            sandbox.put_files(
+                {"patch.diff": diff, "eval.sh": script, "apply.sh": apply_script(f"{SCRATCH}/patch.diff")}, SCRATCH
+            )
+            applied = sandbox.exec(["/bin/bash", f"{SCRATCH}/apply.sh"], timeout=120)
+            if APPLY_OK not in applied.text():
+                return "RESOLVED_NO", "the patch did not apply", applied.text() + applied.text("stderr")
+            res = sandbox.exec(["/bin/bash", f"{SCRATCH}/eval.sh"], timeout=timeout + 60, max_output=16 << 20)
+        if res.timed_out:
+            return "TIMEOUT", f"Test timed out after {timeout} seconds.", res.text()
+        status, report = grade(res.text(), task)
+        return status, str(report), res.text()
+
+    def run(self, attack: SWEAttack, task_id: str) -> Trial:
+        t0 = time.perf_counter()
+        diff = self.diff_of(attack, task_id)
         try:
-            with self.runtime.create(spec) as sandbox:
-                sandbox.put_archive(state.repo_tar, WORKSPACE)
-                sandbox.put_files(
-                    {"patch.diff": diff, "eval.sh": script, "apply.sh": apply_script("/tmp/sg/patch.diff")}, "/tmp/sg"
-                )
-                applied = sandbox.exec(["/bin/bash", "/tmp/sg/apply.sh"], timeout=120)
-                log = applied.text() + applied.text("stderr")
-                if APPLY_OK not in applied.text():
-                    status, report = "RESOLVED_NO", {"applied": False}
-                else:
-                    res = sandbox.exec(["/bin/bash", "/tmp/sg/eval.sh"], timeout=timeout + 60, max_output=16 << 20)
-                    log = res.text()
-                    if res.timed_out:
-                        return trial(
-                            self.name,
-                            attack,
-                            task_id,
-                            "error",
-                            False,
-                            status="TIMEOUT",
-                            detail=f"Test timed out after {timeout} seconds.",
-                            seconds=time.perf_counter() - t0,
-                            artifact_sha256=sha(diff),
-                        )
-                    status, report = grade(log, task)
+            status, detail, log = self.judge(task_id, diff)
         except SandboxError as e:
             return trial(
                 self.name, attack, task_id, "error", False, detail=str(e)[:300], seconds=time.perf_counter() - t0
             )
+        # A timeout is one of SWE-bench's error instances: neither resolved nor a failure of the patch.
         return trial(
             self.name,
             attack,
             task_id,
-            status,
+            "error" if status == "TIMEOUT" else status,
             status == "RESOLVED_FULL",
             status=status,
-            detail=str(report)[:400],
+            detail=detail[:400],
             seconds=time.perf_counter() - t0,
             artifact_sha256=sha(diff),
             extra={"log_tail": log[-1500:]},
