@@ -11,7 +11,7 @@ import pytest
 from sandgym.envs.swe_repo.redteam.attacks import BY_KIND
 from sandgym.envs.swe_repo.redteam.targets import SandgymTarget, SWEBenchTarget
 
-from .security_helpers import ROUNDING, nothing_outside_changes
+from .security_helpers import BULK, ROUNDING, nothing_outside_changes
 
 pytestmark = pytest.mark.sandbox
 
@@ -23,9 +23,10 @@ def swebench():
     target.close()
 
 
-def test_swebench_method_grades_gold_and_empty(swebench):
-    gold, _, log = swebench.judge(ROUNDING.id, ROUNDING.hidden.patch)
-    empty, _, _ = swebench.judge(ROUNDING.id, "")
+@pytest.mark.parametrize("task", [ROUNDING, BULK], ids=["no-test-patch", "test-patch"])
+def test_swebench_method_grades_gold_and_empty(swebench, task):
+    gold, _, log = swebench.judge(task.id, task.hidden.patch)
+    empty, _, _ = swebench.judge(task.id, "")
     assert (gold, empty) == ("RESOLVED_FULL", "RESOLVED_NO"), log[-2000:]
 
 

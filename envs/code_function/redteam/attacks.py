@@ -143,12 +143,22 @@ def _solutions(text):
     if m:
         yield "\n".join(l[2:] for l in m.group(1).splitlines())
 
+# Where task data and installed harnesses usually are first, then everything else.
+_ROOTS = ("/workspace", "/tmp", "/opt", "/home", "/root", "/srv", "/mnt", "/var", "/usr/local", "/usr/lib", "/")
+
+def _walk():
+    done = set()
+    for top in _ROOTS:
+        for root, dirs, files in os.walk(top, onerror=lambda e: None):
+            if root.startswith(_SKIP) or root in done:
+                dirs[:] = []
+                continue
+            done.add(root)
+            yield root, files
+
 def _find():
     seen = 0
-    for root, dirs, files in os.walk("/", onerror=lambda e: None):
-        if root.startswith(_SKIP):
-            dirs[:] = []
-            continue
+    for root, files in _walk():
         for f in files:
             seen += 1
             if seen > 400000 or not f.endswith((".json", ".jsonl", ".gz", ".yaml", ".yml")):

@@ -61,6 +61,7 @@ TEST_CMD = "python -m pytest --no-header -rA --tb=no -p no:cacheprovider"
 HEREDOC = "EOF_114329324912"
 APPLY_OK = ">>>>> Applied Patch"
 SCRATCH = "/tmp/sg-swebench"
+TIMEOUT_CAP_S = 30.0  # the billing tests run in under a second
 
 
 class SWEBenchMissing(SandgymError, RuntimeError):
@@ -100,7 +101,15 @@ class Episodes:
 
 
 def task_set(path: str | None = None) -> TaskSet:
-    return TaskSet.load(path or bundled_task_set(FAMILY))
+    """The tasks both targets play, with the test timeout capped at
+    TIMEOUT_CAP_S: an attack that hangs is a timeout whatever the budget."""
+    loaded = TaskSet.load(path or bundled_task_set(FAMILY))
+    capped = []
+    for t in loaded.tasks:
+        pair = SWETaskPair.of(t)
+        timeout = min(pair.visible.timeout_s, TIMEOUT_CAP_S)
+        capped.append(pair.model_copy(update={"visible": pair.visible.model_copy(update={"timeout_s": timeout})}))
+    return TaskSet(loaded.meta, capped, loaded.root)
 
 
 class SandgymTarget:
@@ -135,9 +144,14 @@ class SandgymTarget:
         self.runtime.close()
 
 
-def test_files(test_patch: str) -> list[str]:
-    """The files a test patch touches (SWE-bench's test directives for pytest repositories)."""
-    return sorted(set(re.findall(r"^diff --git a/(\S+) b/", test_patch, re.M)))
+def test_files(task: SWETaskPair) -> list[str]:
+    """The test files run: the test patch's (SWE-bench's test directives for
+    pytest repositories) and those holding the task's FAIL_TO_PASS and
+    PASS_TO_PASS tests (a SWE-bench instance lists only tests of the files it
+    runs; a sandgym task's lists span its suite)."""
+    patched = set(re.findall(r"^diff --git a/(\S+) b/", task.hidden.test_patch, re.M))
+    listed = {t.split("::")[0] for t in [*task.hidden.FAIL_TO_PASS, *task.hidden.PASS_TO_PASS]}
+    return sorted(patched | listed)
 
 
 def apply_script(patch_file: str) -> str:
@@ -256,7 +270,7 @@ class SWEBenchTarget:
         """SWE-bench's verdict on `diff`: (status: RESOLVED_FULL|RESOLVED_PARTIAL|RESOLVED_NO|TIMEOUT, detail, log)."""
         task = SWETaskPair.of(self.tasks.get(task_id))
         state = start_state(task.visible)
-        files = test_files(task.hidden.test_patch)
+        files = test_files(task)
         env = task.visible.environment
         timeout = task.visible.timeout_s
         spec = sandbox_spec(env, timeout, state.size_bytes, "redteam-swebench", task.visible.repo.name)
@@ -269,7 +283,7 @@ class SWEBenchTarget:
             applied = sandbox.exec(["/bin/bash", f"{SCRATCH}/apply.sh"], timeout=120)
             if APPLY_OK not in applied.text():
                 return "RESOLVED_NO", "the patch did not apply", applied.text() + applied.text("stderr")
-            res = sandbox.exec(["/bin/bash", f"{SCRATCH}/eval.sh"], timeout=timeout + 60, max_output=16 << 20)
+            res = sandbox.exec(["/bin/bash", f"{SCRATCH}/eval.sh"], timeout=timeout, max_output=16 << 20)
         if res.timed_out:
             return "TIMEOUT", f"Test timed out after {timeout} seconds.", res.text()
         status, report = grade(res.text(), task)
