@@ -72,11 +72,11 @@ ATTACKS: tuple[BrowserAttack, ...] = (
 class SandgymTarget:
     name = "sandgym"
 
-    def __init__(self, runtime: str):
+    def __init__(self, runtime: str, tasks: str | None = None):
         from sandgym.envs.browser_form.env import BrowserFormEnv
 
         self.runtime = get_runtime(runtime)
-        self.tasks = TaskSet.load(bundled_task_set(FAMILY))
+        self.tasks = TaskSet.load(tasks or bundled_task_set(FAMILY))
         self.env = BrowserFormEnv(tasks=self.tasks, runtime=self.runtime, max_steps=20)
 
     def task_ids(self) -> list[str]:

@@ -19,6 +19,9 @@ def redteam_cmd(
     seed: int = typer.Option(0, "--seed", help="Seed of the task sample."),
     kinds: str | None = typer.Option(None, "--kinds", help="Comma-separated attack kinds (default: all)."),
     families: str | None = typer.Option(None, "--families", help="Comma-separated families (default: all)."),
+    task_set: list[str] | None = typer.Option(
+        None, "--task-set", help="FAMILY=FOLDER: the tasks a family's targets sample (default: its red-team set)."
+    ),
     out: Path | None = typer.Option(None, "--out", help="Folder for redteam.json, redteam.jsonl, redteam.html."),
     list_kinds: bool = typer.Option(False, "--list", help="List the attack kinds and exit."),
 ) -> None:
@@ -45,7 +48,10 @@ def redteam_cmd(
             seed=seed,
             kinds=split(kinds),
             families=split(families),
+            task_sets=dict(item.split("=", 1) for item in task_set or [] if "=" in item),
         )
+        if any("=" not in item for item in task_set or []):
+            fail(f"--task-set {next(i for i in task_set or [] if '=' not in i)!r}: expected FAMILY=FOLDER")
         plan.check()
     except RedteamError as e:
         fail(str(e))

@@ -68,6 +68,7 @@ class Plan:
     seed: int
     kinds: list[str] | None = None
     families: list[str] | None = None
+    task_sets: dict[str, str] = field(default_factory=dict)  # family -> task-set folder
     runs: list[tuple[RedteamSuite, list[Attack], list[str]]] = field(default_factory=list)
 
     def check(self) -> None:
@@ -79,6 +80,9 @@ class Plan:
         if unknown or not self.targets:
             given = ", ".join(unknown) or "(none given)"
             raise RedteamError(f"--targets: unknown target {given}; choices: {', '.join(sorted(offered))}")
+        bad_sets = [f for f in self.task_sets if f not in {s.family for s in found}]
+        if bad_sets:
+            raise RedteamError(f"--task-set {bad_sets[0]}=...: no such family with a red team")
         known_kinds = {a.kind for s in found for a in s.attacks}
         bad = [k for k in self.kinds or [] if k not in known_kinds]
         if bad:
@@ -146,7 +150,7 @@ def run(plan: Plan, out: Path, progress: Progress | None = None) -> dict[str, An
     with open(out / RECORDS, "w", encoding="utf-8") as records:
         for suite, attacks, names in plan.runs:
             for name in names:
-                target: Target = suite.targets[name](plan.runtime)
+                target: Target = suite.targets[name](plan.runtime, plan.task_sets.get(suite.family))
                 try:
                     tasks = sample_tasks(target.task_ids(), plan.sample, plan.seed, suite.family)
                     for task in tasks:
@@ -173,6 +177,7 @@ def run(plan: Plan, out: Path, progress: Progress | None = None) -> dict[str, An
             "seed": plan.seed,
             "kinds": plan.kinds,
             "families": [s.family for s, _, _ in plan.runs],
+            "task_sets": plan.task_sets,
             "attack_kinds": sorted({t.kind for t in trials}),
             "seconds": round(time.perf_counter() - t0, 1),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

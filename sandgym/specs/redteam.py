@@ -85,8 +85,9 @@ class Target(Protocol):
     def close(self) -> None: ...
 
 
-# (runtime name) -> a Target; a family's targets by their name on the command line.
-TargetFactory = Callable[[str], Target]
+# (runtime name, task-set folder or None for the family's red-team default) -> a Target;
+# a family's targets by their name on the command line.
+TargetFactory = Callable[[str, "str | None"], Target]
 
 
 @dataclass(frozen=True)

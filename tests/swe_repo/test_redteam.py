@@ -18,7 +18,7 @@ pytestmark = pytest.mark.sandbox
 
 @pytest.fixture(scope="module")
 def swebench():
-    target = SWEBenchTarget("local")
+    target = SWEBenchTarget("local", None)
     yield target
     target.close()
 
@@ -33,7 +33,7 @@ def test_swebench_method_grades_gold_and_empty(swebench, task):
 def test_a_forcing_conftest_resolves_on_swebench_and_not_on_sandgym(swebench):
     attack = BY_KIND["swe.inject.conftest"]
     with nothing_outside_changes(swebench.runtime):
-        ours = SandgymTarget("local")
+        ours = SandgymTarget("local", None)
         try:
             mine = ours.run(attack, ROUNDING.id)
             theirs = swebench.run(attack, ROUNDING.id)  # the same episode's diff

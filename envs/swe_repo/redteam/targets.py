@@ -115,9 +115,9 @@ def task_set(path: str | None = None) -> TaskSet:
 class SandgymTarget:
     name = "sandgym"
 
-    def __init__(self, runtime: str):
+    def __init__(self, runtime: str, tasks: str | None = None):
         self.runtime = get_runtime(runtime)
-        self.tasks = task_set()
+        self.tasks = task_set(tasks)
         self.episodes = Episodes(self.tasks, self.runtime)
 
     def task_ids(self) -> list[str]:
@@ -249,10 +249,10 @@ def grade(log: str, task: SWETaskPair) -> tuple[str, dict[str, Any]]:
 class SWEBenchTarget:
     name = "swebench"
 
-    def __init__(self, runtime: str):
-        grade("", SWETaskPair.of(task_set().tasks[0]))  # the package is there before any episode
+    def __init__(self, runtime: str, tasks: str | None = None):
+        self.tasks = task_set(tasks)
+        grade("", SWETaskPair.of(self.tasks.tasks[0]))  # the package is there before any episode
         self.runtime = get_runtime(runtime)
-        self.tasks = task_set()
         self.episodes: Episodes | None = None
 
     def task_ids(self) -> list[str]:
