@@ -92,9 +92,13 @@ class SandgymTarget:
 
     def run(self, attack: BrowserAttack, task_id: str) -> Trial:
         t0 = time.perf_counter()
+        extra: dict[str, str] = {}
         if attack.solve_first:
             self.env.reset(options={"task_id": task_id})
             self._play(task_id, self.env.oracle_actions())
+            solved = self.env.last_verdict
+            # The earlier episode passed: what it left is what the attack counts on.
+            extra["solved_first"] = str(solved.outcome) if solved else ""
         self._play(task_id, list(attack.actions))
         verdict = self.env.last_verdict
         assert verdict is not None, "the episode ended"
@@ -110,6 +114,7 @@ class SandgymTarget:
             detail=(verdict.detail or "")[:300],
             seconds=time.perf_counter() - t0,
             artifact_sha256=hashlib.sha256("\n".join(attack.actions).encode()).hexdigest(),
+            extra=extra,
         )
 
     def close(self) -> None:
