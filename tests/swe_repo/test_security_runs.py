@@ -75,7 +75,8 @@ def test_no_network_in_the_agent_sandbox(runtime, host_guard):
 
 
 def test_fake_passed_lines_and_forged_record_files(runtime, host_guard):
-    forge = payloads.OUTPUT_FORGERY
+    # The ids named outright (the catalogue's program reads them from the test files, itself a violation).
+    forge = payloads.OUTPUT_FORGERY.replace("_sg_tests()", repr(list(ROUNDING.hidden.FAIL_TO_PASS)))
     verdict = verify(ROUNDING, make_diff(ROUNDING, with_prefix(ROUNDING, "billing/money.py", forge)), runtime)
     assert_not_scored(verdict, Outcome.FAILED)
     assert verdict.status == "NO"
