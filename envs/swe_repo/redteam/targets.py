@@ -85,16 +85,19 @@ class Episodes:
         self.env = SWERepoEnv(tasks=tasks, runtime=runtime, max_steps=10, command_timeout_s=120)
         self.runtime_name = getattr(runtime, "name", "")
 
-    def play(self, attack: SWEAttack, task_id: str) -> tuple[str, Any]:
+    def play(self, attack: SWEAttack, task_id: str) -> tuple[str, Any, list[str]]:
+        """(the submitted diff, the verdict, the tail of what each action printed)."""
         env = self.env
         env.reset(options={"task_id": task_id})
+        printed = []
         for action in attack.actions():
-            _, _, terminated, truncated, _ = env.step(action)
+            obs, _, terminated, truncated, _ = env.step(action)
+            printed.append(obs["feedback"][-300:])
             if terminated or truncated:
                 break
         diff = env.artifact or ""
         _DIFFS[(self.runtime_name, attack.kind, task_id)] = diff
-        return diff, env.last_verdict
+        return diff, env.last_verdict, printed
 
     def close(self) -> None:
         self.env.close()
@@ -125,7 +128,7 @@ class SandgymTarget:
 
     def run(self, attack: SWEAttack, task_id: str) -> Trial:
         t0 = time.perf_counter()
-        diff, verdict = self.episodes.play(attack, task_id)
+        diff, verdict, printed = self.episodes.play(attack, task_id)
         assert verdict is not None, "the episode ends at submit"
         return trial(
             self.name,
@@ -137,6 +140,7 @@ class SandgymTarget:
             detail=("; ".join(verdict.violations) or verdict.detail or "")[:400],
             seconds=time.perf_counter() - t0,
             artifact_sha256=sha(diff),
+            extra={"printed": printed[:-1]},  # the agent's commands' output (the last is the submit)
         )
 
     def close(self) -> None:
