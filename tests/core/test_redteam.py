@@ -81,6 +81,8 @@ def test_bad_options_name_the_option_and_the_fix():
             plan.check()
     result = CliRunner().invoke(app, ["redteam", "--targets", "nope", "--out", "/tmp/x"])
     assert result.exit_code == 2 and "unknown target nope" in result.output
+    malformed = CliRunner().invoke(app, ["redteam", "--task-set", "swe_repo", "--out", "/tmp/x"])
+    assert malformed.exit_code == 2 and "--task-set 'swe_repo': expected FAMILY=FOLDER" in malformed.output
     listed = CliRunner().invoke(app, ["redteam", "--list"])
     assert listed.exit_code == 0 and "swe.inject.conftest" in listed.output
 
