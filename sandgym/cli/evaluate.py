@@ -168,9 +168,7 @@ def eval_cmd(
     from sandgym.errors import SandgymError
     from sandgym.families import check_env_id
 
-    from ..harness import EvalRun, RunInterrupted
     from ..policies import make_policy
-    from ..records import OutputError
     from ..runtimes import RuntimeUnavailable, get_runtime
 
     if predictions is not None or samples is not None:
@@ -197,9 +195,17 @@ def eval_cmd(
         except SandgymError as e:
             rt.close()
             fail(f"policy {policy}: {e}")
-    task_set = load_task_set(tasks) if tasks is not None else None
-    out = out or default_out(env, policy)
-    observing = _observing(env, rt, metrics_port, otlp_endpoint)
+    warm_up(rt)  # from here on, every way out closes the runtime
+    try:
+        from ..harness import EvalRun, RunInterrupted
+        from ..records import OutputError
+
+        task_set = load_task_set(tasks) if tasks is not None else None
+        out = out or default_out(env, policy)
+        observing = _observing(env, rt, metrics_port, otlp_endpoint)
+    except BaseException:  # typer.Exit from fail(): a task set that cannot be read, ...
+        rt.close()
+        raise
     if observing is not None:
         rt = observing.runtime
     run: EvalRun | None = None
@@ -258,6 +264,27 @@ def eval_cmd(
     console().print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}", highlight=False)
     if stuck:
         _exit(0, stuck)
+
+
+# Set to 0: `eval` starts nothing of the runtime ahead of its first sandbox
+# (`scripts/test.sh --quick` does: a run refused up front, or one whose
+# policy never verifies, then starts no sandbox at all).
+WARM_UP_ENV = "SANDGYM_WARM_UP"
+
+
+def warm_up(rt) -> None:
+    """Start-up is paid once per run: the runtime starts what its first
+    sandbox needs (the local runtime's zygote, another process, about 0.1 s)
+    on a thread while this one imports the harness, reads the task set,
+    makes the envs and plays up to the first sandbox, which then finds it
+    ready. The thread ends once that is started; `rt.close()`, called on
+    every way out of the command, ends what it started (and, called first,
+    keeps it from starting anything)."""
+    if os.environ.get(WARM_UP_ENV, "1").strip() == "0":
+        return
+    import threading
+
+    threading.Thread(target=rt.warm_up, name="sandgym-warm-up", daemon=True).start()
 
 
 class NoProgress:
