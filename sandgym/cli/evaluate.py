@@ -290,7 +290,7 @@ def warm_up(rt) -> None:
 class NoProgress:
     """The progress display where standard error is no terminal (rich's
     would show nothing there): the same calls, and no rich imported before
-    the first episode starts."""
+    the first episode (or verification) starts."""
 
     @property
     def console(self) -> Console:
@@ -310,7 +310,7 @@ class NoProgress:
 
 
 def episode_progress() -> Any:
-    """The eval's progress bar on standard error (a terminal only)."""
+    """The eval's progress bar on standard error (a terminal only), its label the task's description."""
     if not sys.stderr.isatty():
         return NoProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -366,8 +366,6 @@ def _eval_predictions(
     limit: int | None,
 ) -> None:
     """`eval --predictions/--samples`: the family's predictions hook on every prediction, no episode."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from sandgym.families import family_of_env
 
     from ..predictions import REPORT, PredictionRun, PredictionsError, read_predictions
@@ -383,20 +381,13 @@ def _eval_predictions(
     except (ValueError, RuntimeUnavailable) as e:  # PredictionsError, TaskSpecError are ValueErrors
         fail(str(e))
     out = out or default_out(env, f"{kind}-{preds[0].model}")
+    warm_up(rt)
     try:
         chosen = _chosen_tasks(task_set, task_id, limit)
         run = PredictionRun(env, task_set, preds, rt, runtime, out, kind, path, concurrency)  # type: ignore[arg-type]
         wanted = set(chosen or task_set.ids)
         total = sum(p.task_id in wanted for p in preds) + len(wanted - {p.task_id for p in preds})
-        with Progress(
-            TextColumn(f"[bold]{kind}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[tally]}"),
-            TimeElapsedColumn(),
-            console=err_console(),
-            disable=not sys.stderr.isatty(),
-        ) as progress:
+        with episode_progress() as progress:
             bar = progress.add_task(kind, total=total, tally="")
             tally: dict[str, int] = {}
 
