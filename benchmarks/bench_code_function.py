@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from humaneval_setup import default_concurrency, humaneval_workdir
+from humaneval_setup import CpuGroup, default_concurrency, humaneval_workdir
 
 # Run in a child interpreter: argv = side, concurrency, samples or task folder, cgroup folder or "".
 CHILD = r"""
@@ -70,47 +70,6 @@ else:
 used = None if c0 is None else [c1[0] - c0[0], c1[1] - c0[1]]
 print(json.dumps({"wall": wall, "passed": passed, "cpu": used}))
 """
-
-
-class CpuGroup:
-    """A cgroup for one child, to read the CPU time of everything it starts:
-    cgroup v1 `cpuacct` or a v2 hierarchy; None where neither is writable."""
-
-    ROOTS = ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-
-    def __init__(self) -> None:
-        self.path: str | None = None
-        for root in self.ROOTS:
-            usage = ("cpuacct.usage_user",) if root.endswith("cpuacct") else ("cpu.stat",)
-            if not os.path.exists(os.path.join(root, usage[0])) and not os.path.exists(
-                os.path.join(root, "cgroup.procs")
-            ):
-                continue
-            path = os.path.join(root, f"sandgym-bench-{os.getpid()}-{time.monotonic_ns()}")
-            try:
-                os.mkdir(path)
-            except OSError:
-                continue
-            if os.path.exists(os.path.join(path, usage[0])):
-                self.path = path
-                return
-            os.rmdir(path)
-
-    def enter(self) -> None:
-        """In the child before exec: move into the cgroup."""
-        if self.path:
-            with open(os.path.join(self.path, "cgroup.procs"), "w") as f:
-                f.write(str(os.getpid()))
-
-    def remove(self) -> None:
-        if not self.path:
-            return
-        for _ in range(100):  # its last processes may still be exiting
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                time.sleep(0.05)
 
 
 def measure(side: str, n: int, data: Path, prestart: int | None = None) -> dict:

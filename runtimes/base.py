@@ -233,6 +233,14 @@ class Runtime(abc.ABC):
     def close(self) -> None:  # noqa: B027 (a hook: a runtime that holds nothing need not override it)
         """Release what the runtime holds (pools, temp dirs)."""
 
+    def warm_up(self) -> None:  # noqa: B027 (a hook: a runtime with nothing to start ahead need not override it)
+        """Start now what the first `create()` would start (the local
+        runtime's zygote), so that it is ready when the first sandbox is
+        asked for; meant to run on a thread of its own while the caller does
+        other work (`sandgym eval` reads the task set meanwhile). Never
+        raises: a failure is left to `create()`, which tries again and
+        reports it. After `close()` it starts nothing. Default: nothing."""
+
     def __deepcopy__(self, memo: dict) -> Runtime:
         # A runtime is a shared handle: gymnasium.make deep-copies env
         # kwargs into env.spec, and every copy must mean this same runtime.

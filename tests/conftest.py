@@ -49,6 +49,7 @@ SANDBOX_TESTS = {
     "core/test_cli.py::test_eval_oracle_all_pass",
     "core/test_cli.py::test_eval_replay_in_order",
     "core/test_cli.py::test_eval_replay_that_stops_before_submitting",
+    "core/test_cli.py::test_eval_task_id_filter",  # an oracle episode: one verification
     "core/test_cli.py::test_example_script_runs",
     "core/test_cli.py::test_import_humaneval_then_validate_and_list",
     "core/test_cli.py::test_report_and_leaderboard_commands",
@@ -123,6 +124,9 @@ def pytest_configure(config):
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     os.environ["PATH"] = f"{tripwire}{os.pathsep}{os.environ.get('PATH', '')}"
     os.environ[TRIPWIRE_LOG] = str(log)
+    # `sandgym eval` starts the local zygote ahead of its first sandbox; a
+    # quick test's run never gets to one (refused up front, or a null policy).
+    os.environ["SANDGYM_WARM_UP"] = "0"
 
 
 def needs_sandbox(item: pytest.Item) -> bool:

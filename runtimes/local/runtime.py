@@ -269,6 +269,7 @@ class LocalRuntime(Runtime):
         self._stock_pid = -1
         self._zygote: _BwrapProcess | None = None
         self._zygote_lock = threading.Lock()
+        self._closed = False  # close() was called: warm_up() starts nothing
         self._pid = os.getpid()
 
     # -- bubblewrap ----------------------------------------------------------
@@ -331,16 +332,34 @@ class LocalRuntime(Runtime):
             # processes on one channel would garble it. The child starts its own.
             self._pid, self._zygote, self._zygote_lock = os.getpid(), None, threading.Lock()
         with self._zygote_lock:
-            z = self._zygote
-            if z is not None and z.proc.poll() is None and not z.channel.broken:
-                return z
-            if z is not None:
-                z.close(False)
-            cfg = {"role": "zygote", "preload": ZYGOTE_PRELOAD}
-            z = _BwrapProcess(self._bwrap_argv(SandboxSpec(), cfg, zygote=True), "the local zygote")
-            z.wait_ready("the local runtime's zygote sandbox")
-            self._zygote = z
+            return self._live_zygote()
+
+    def _live_zygote(self) -> _BwrapProcess:
+        """The zygote, started (again) if it is not running; `_zygote_lock` held."""
+        z = self._zygote
+        if z is not None and z.proc.poll() is None and not z.channel.broken:
             return z
+        if z is not None:
+            z.close(False)
+        cfg = {"role": "zygote", "preload": ZYGOTE_PRELOAD}
+        z = _BwrapProcess(self._bwrap_argv(SandboxSpec(), cfg, zygote=True), "the local zygote")
+        z.wait_ready("the local runtime's zygote sandbox")
+        self._zygote = z
+        return z
+
+    def warm_up(self) -> None:
+        """Start the zygote now (see Runtime.warm_up): about 0.1 s of another
+        process's start-up (bubblewrap, the agent's preloads) that the first
+        sandbox would otherwise wait for."""
+        if not self.use_zygote or self._pid != os.getpid():
+            return
+        with self._zygote_lock:
+            if self._closed:
+                return
+            try:
+                self._live_zygote()
+            except (SandboxError, OSError):  # create() starts it again, and reports what fails
+                pass
 
     def _spawn(self, spec: SandboxSpec, binds: list[list[str]], sid: str, stocked: bool = False) -> _Spawned:
         """A new sandbox cloned by the zygote. A stocked one is ready when
@@ -503,6 +522,7 @@ class LocalRuntime(Runtime):
         if self._stock is not None and self._stock_pid == os.getpid():
             self._stock.close()
         with self._zygote_lock:
+            self._closed = True
             if self._zygote is not None:
                 self._zygote.close(False)
                 self._zygote = None

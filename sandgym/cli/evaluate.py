@@ -168,9 +168,7 @@ def eval_cmd(
     from sandgym.errors import SandgymError
     from sandgym.families import check_env_id
 
-    from ..harness import EvalRun, RunInterrupted
     from ..policies import make_policy
-    from ..records import OutputError
     from ..runtimes import RuntimeUnavailable, get_runtime
 
     if predictions is not None or samples is not None:
@@ -197,9 +195,17 @@ def eval_cmd(
         except SandgymError as e:
             rt.close()
             fail(f"policy {policy}: {e}")
-    task_set = load_task_set(tasks) if tasks is not None else None
-    out = out or default_out(env, policy)
-    observing = _observing(env, rt, metrics_port, otlp_endpoint)
+    warm_up(rt)  # from here on, every way out closes the runtime
+    try:
+        from ..harness import EvalRun, RunInterrupted
+        from ..records import OutputError
+
+        task_set = load_task_set(tasks) if tasks is not None else None
+        out = out or default_out(env, policy)
+        observing = _observing(env, rt, metrics_port, otlp_endpoint)
+    except BaseException:  # typer.Exit from fail(): a task set that cannot be read, ...
+        rt.close()
+        raise
     if observing is not None:
         rt = observing.runtime
     run: EvalRun | None = None
@@ -260,10 +266,31 @@ def eval_cmd(
         _exit(0, stuck)
 
 
+# Set to 0: `eval` starts nothing of the runtime ahead of its first sandbox
+# (`scripts/test.sh --quick` does: a run refused up front, or one whose
+# policy never verifies, then starts no sandbox at all).
+WARM_UP_ENV = "SANDGYM_WARM_UP"
+
+
+def warm_up(rt) -> None:
+    """Start-up is paid once per run: the runtime starts what its first
+    sandbox needs (the local runtime's zygote, another process, about 0.1 s)
+    on a thread while this one imports the harness, reads the task set,
+    makes the envs and plays up to the first sandbox, which then finds it
+    ready. The thread ends once that is started; `rt.close()`, called on
+    every way out of the command, ends what it started (and, called first,
+    keeps it from starting anything)."""
+    if os.environ.get(WARM_UP_ENV, "1").strip() == "0":
+        return
+    import threading
+
+    threading.Thread(target=rt.warm_up, name="sandgym-warm-up", daemon=True).start()
+
+
 class NoProgress:
     """The progress display where standard error is no terminal (rich's
     would show nothing there): the same calls, and no rich imported before
-    the first episode starts."""
+    the first episode (or verification) starts."""
 
     @property
     def console(self) -> Console:
@@ -283,7 +310,7 @@ class NoProgress:
 
 
 def episode_progress() -> Any:
-    """The eval's progress bar on standard error (a terminal only)."""
+    """The eval's progress bar on standard error (a terminal only), its label the task's description."""
     if not sys.stderr.isatty():
         return NoProgress()
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -339,8 +366,6 @@ def _eval_predictions(
     limit: int | None,
 ) -> None:
     """`eval --predictions/--samples`: the family's predictions hook on every prediction, no episode."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from sandgym.families import family_of_env
 
     from ..predictions import REPORT, PredictionRun, PredictionsError, read_predictions
@@ -356,20 +381,13 @@ def _eval_predictions(
     except (ValueError, RuntimeUnavailable) as e:  # PredictionsError, TaskSpecError are ValueErrors
         fail(str(e))
     out = out or default_out(env, f"{kind}-{preds[0].model}")
+    warm_up(rt)
     try:
         chosen = _chosen_tasks(task_set, task_id, limit)
         run = PredictionRun(env, task_set, preds, rt, runtime, out, kind, path, concurrency)  # type: ignore[arg-type]
         wanted = set(chosen or task_set.ids)
         total = sum(p.task_id in wanted for p in preds) + len(wanted - {p.task_id for p in preds})
-        with Progress(
-            TextColumn(f"[bold]{kind}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[tally]}"),
-            TimeElapsedColumn(),
-            console=err_console(),
-            disable=not sys.stderr.isatty(),
-        ) as progress:
+        with episode_progress() as progress:
             bar = progress.add_task(kind, total=total, tally="")
             tally: dict[str, int] = {}
 

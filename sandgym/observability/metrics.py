@@ -343,6 +343,9 @@ class MeteredRuntime(Runtime):
             self._metrics.leaked.labels(sb._labels[0]).inc()
         return len(open_)
 
+    def warm_up(self) -> None:
+        self._inner.warm_up()
+
     def close(self) -> None:
         self._inner.close()
 

@@ -313,6 +313,12 @@ class TaskSet:
         self._by_id = {t.id: t for t in self.tasks}
         self.hash = self._content_hash()
 
+    def __deepcopy__(self, memo: dict) -> TaskSet:
+        # Read-only once loaded (frozen pairs, the hash fixed): gymnasium.make
+        # deep-copies env kwargs into env.spec, and copying every task (tens
+        # of ms for HumanEval-164, per env made) would give an equal set.
+        return self
+
     def _content_hash(self) -> str:
         # What decides scores, and nothing cosmetic (the set's name and
         # description may change without making results incomparable).

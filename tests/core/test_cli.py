@@ -512,6 +512,62 @@ def test_version_is_answered_without_importing_sandgym():
     assert result.exit_code == 0 and result.output == f"sandgym {sandgym.__version__}\n"
 
 
+def test_the_console_script_freezes_what_is_left_when_the_command_ends():
+    """sandgym_launcher.main leaves the objects still alive to the OS (gc.freeze:
+    no collection walks them at exit), also when the command fails."""
+    code = (
+        "import gc, sys, sandgym_launcher\n"
+        "sys.argv = ['sandgym', 'tasks', 'list', 'no-such-set']\n"
+        "assert gc.get_freeze_count() == 0\n"
+        "try:\n"
+        "    sandgym_launcher.main()\n"
+        "except SystemExit as e:\n"
+        "    print(e.code, gc.get_freeze_count() > 0)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "True"], out.stderr
+    assert "no-such-set" in out.stderr
+
+
+def own_zygotes() -> set[bytes]:
+    """The marks of this process's local zygotes that are running (bubblewrap's environment carries it)."""
+    from sandgym.runtimes.host_processes import environs
+    from sandgym.runtimes.local.runtime import OWNER_ENV
+
+    mine = f"{OWNER_ENV}={os.getpid()}-".encode()
+    marks = set()
+    for pid, env in environs():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                zygote = b'"role": "zygote"' in f.read()
+        except OSError:
+            continue
+        marks |= {e for e in env if e.startswith(mine) and zygote}
+    return marks
+
+
+@pytest.mark.sandbox
+def test_eval_closes_the_zygote_it_started_ahead_on_every_way_out(task_dir, tmp_path, monkeypatch):
+    """`eval` starts the local zygote on a thread as soon as the runtime is
+    chosen (SANDGYM_WARM_UP); a run refused afterwards, and a run that
+    plays, leave none of it running in the calling process."""
+    monkeypatch.setenv("SANDGYM_WARM_UP", "1")
+    before = own_zygotes()
+    result = run_eval(task_dir, tmp_path / "a", "--mode", "both")  # refused once the env is made
+    assert result.exit_code != 0 and says(result, "mode", "'both'")
+    held = tmp_path / "b"
+    held.mkdir()
+    (held / "trajectories.jsonl").write_text('{"old": "record"}\n')
+    result = run_eval(task_dir, held)  # refused by the run folder, after the first episode was queued
+    assert result.exit_code != 0 and says(result, "already")
+    result = run_eval(tmp_path / "nope", tmp_path / "d")  # no such task set
+    assert result.exit_code != 0 and says(result, "not a task-set folder")
+    result = run_eval(task_dir, tmp_path / "c", "--task-id", "add")
+    assert result.exit_code == 0, result.output
+    assert read_summary(tmp_path / "c")["outcomes"]["passed"] == 1
+    assert own_zygotes() == before
+
+
 def test_help_lists_commands():
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0

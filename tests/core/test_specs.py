@@ -612,3 +612,25 @@ def test_bundled_task_set_loads():
     ts = TaskSet.load(bundled_task_set("code_function"))
     assert len(ts) >= 30 and ts.meta.family == "code_function"
     assert all(t.visible.examples and t.hidden.tests for t in map(CodeTaskPair.of, ts.tasks))
+
+
+def test_a_task_set_is_shared_by_the_envs_made_from_it_not_copied():
+    """gymnasium.make deep-copies the env's kwargs into env.spec (at make and
+    at every `env.spec`); a loaded task set is read-only, so the copy is the
+    set itself (copying HumanEval-164 took tens of ms per env made)."""
+    import copy
+
+    import gymnasium
+
+    import sandgym  # noqa: F401  (registers the envs)
+    from sandgym.specs import bundled_task_set
+
+    ts = TaskSet.load(bundled_task_set("code_function"))
+    assert copy.deepcopy(ts) is ts
+    assert copy.deepcopy({"tasks": [ts]})["tasks"][0] is ts
+    env = gymnasium.make("sandgym/CodeFunction-v0", tasks=ts, runtime="local")
+    try:
+        assert getattr(env.unwrapped, "task_set", None) is ts
+        assert env.spec is not None and env.spec.kwargs["tasks"] is ts
+    finally:
+        env.close()

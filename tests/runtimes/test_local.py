@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import uuid
 
@@ -589,3 +590,58 @@ def test_close_ends_a_sandbox_that_does_not_shut_down_when_asked(runtime, monkey
     while pid_alive(agent) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not pid_alive(agent)
+
+
+def _zygote_marks() -> set[bytes]:
+    """The marks (SANDGYM_OWNER=...) of the local zygotes this process runs."""
+    from sandgym.runtimes.host_processes import environs
+    from sandgym.runtimes.local.runtime import OWNER_ENV
+
+    mine = f"{OWNER_ENV}={os.getpid()}-".encode()
+    zygotes = set(host_pids_with('"role": "zygote"'))
+    return {e for pid, env in environs() if pid in zygotes for e in env if e.startswith(mine)}
+
+
+@pytest.mark.sandbox
+def test_warm_up_starts_the_zygote_the_first_sandbox_is_forked_from():
+    rt = LocalRuntime()
+    try:
+        rt.warm_up()
+        z = rt._zygote
+        assert z is not None and z.proc.poll() is None
+        with rt.create() as sb:
+            assert sb.exec(["true"]).exit_code == 0
+        assert rt._zygote is z
+    finally:
+        rt.close()
+    assert z.proc.poll() is not None  # closed with the runtime
+    rt.warm_up()  # after close(), nothing is started
+    assert rt._zygote is None
+
+
+@pytest.mark.sandbox
+def test_a_warm_up_on_a_thread_and_a_create_share_one_zygote():
+    rt = LocalRuntime()
+    before = _zygote_marks()
+    try:
+        warming = threading.Thread(target=rt.warm_up)
+        warming.start()
+        with rt.create() as sb:
+            assert sb.exec(["true"]).exit_code == 0
+        warming.join()
+        assert len(_zygote_marks() - before) == 1
+    finally:
+        rt.close()
+    assert _zygote_marks() <= before
+
+
+def test_a_failed_warm_up_is_left_to_create_which_reports_it():
+    rt = LocalRuntime()
+    rt.bwrap = "/bin/false"  # a "bubblewrap" that exits at once
+    try:
+        rt.warm_up()  # never raises
+        assert rt._zygote is None
+        with pytest.raises(SandboxError, match="could not start"):
+            rt.create()
+    finally:
+        rt.close()
