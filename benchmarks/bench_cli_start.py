@@ -126,12 +126,11 @@ def compile_bytecode() -> None:
     """Write the bytecode of sandgym's modules where it is missing or stale."""
     import compileall
 
-    import sandgym_launcher
-
     import sandgym
     import sandgym.envs
     import sandgym.runtimes
     import sandgym.verifiers
+    import sandgym_launcher
 
     folders = [Path(str(p.__file__)).parent for p in (sandgym, sandgym.envs, sandgym.runtimes, sandgym.verifiers)]
     ok = all(compileall.compile_dir(f, quiet=1) for f in folders)
