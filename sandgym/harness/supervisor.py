@@ -25,6 +25,7 @@ from typing import Any
 from sandgym.records import EpisodeRecord, OutputError, RecordWriter
 
 from .episode import INTERRUPTED, EpisodePlayer
+from .executor import Executor
 from .workers import EpisodeQueue, Messages, Worker, play_episodes
 
 
@@ -64,8 +65,10 @@ class Supervisor:
         abort_grace_s: float,
         log: Callable[[str], None],
         on_record: Callable[[EpisodeRecord], None] | None = None,
+        executor: Executor | None = None,
     ):
         self.player, self.todo, self.writer, self.records = player, todo, writer, records
+        self.executor = executor  # where the workers play episodes (None: in their own threads)
         self.concurrency = concurrency
         self.episode_timeout_s = episode_timeout_s
         self.abort_grace_s = abort_grace_s
@@ -112,7 +115,7 @@ class Supervisor:
         self.next_n += 1
         w.thread = threading.Thread(
             target=play_episodes,
-            args=(w, self.todo, self.messages, self.stop, self.player, self.episode_timeout_s),
+            args=(w, self.todo, self.messages, self.stop, self.player, self.episode_timeout_s, self.executor),
             name=f"sandgym-episode-{w.n}",
             daemon=False,
         )
