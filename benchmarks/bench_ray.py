@@ -40,7 +40,9 @@ from humaneval_setup import humaneval_workdir
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER = ROOT / "scripts" / "ray-cluster.sh"
 SANDGYM = Path(sys.executable).parent / "sandgym"
-CLUSTER_ENV = {**os.environ, "SANDGYM_RAY_STATE": "/tmp/sgray-bench", "SANDGYM_RAY_PORT": "17380"}
+STATE = "/tmp/sgray-bench"
+CLUSTER_ENV = {**os.environ, "SANDGYM_RAY_STATE": STATE, "SANDGYM_RAY_PORT": "17380"}
+AUTH = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": f"{STATE}/auth_token"}  # the cluster's token
 
 
 def cluster(*args: str) -> str:
@@ -56,7 +58,7 @@ def run_eval(tasks: Path, out: Path, concurrency: int, address: str | None) -> d
     if address:
         cmd += ["--executor", "ray", "--ray-address", address]
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **AUTH})
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")

@@ -2,7 +2,7 @@
 # A real Ray cluster on this machine, for the Ray tests and benchmarks:
 #   scripts/ray-cluster.sh up --workers N [--cpus C] [--object-store-mb M]
 #   scripts/ray-cluster.sh kill-worker I    (I = 1..N: its raylet and workers, killed as a lost machine)
-#   scripts/ray-cluster.sh down | status | address
+#   scripts/ray-cluster.sh down | status | address | env   (env: the exports a driver needs)
 #
 # A head node with no CPUs (it schedules, it plays no episode) and N worker
 # nodes with C CPUs each, every node its own raylet and object store, as
@@ -14,7 +14,7 @@
 # what `up` started and nothing else. State: $SANDGYM_RAY_STATE (default
 # /tmp/sgray-$UID; short, Ray's socket paths must fit in 107 bytes).
 #
-# Point the eval at it: `sandgym eval --executor ray --ray-address "$(scripts/ray-cluster.sh address)"`.
+# Point the eval at it: `eval "$(scripts/ray-cluster.sh env)"; sandgym eval --executor ray`.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,6 +26,11 @@ PORT=${SANDGYM_RAY_PORT:-16380}
 # by the host's outward address, and the nodes would talk over that.
 IP=127.0.0.2
 export RAY_USAGE_STATS_ENABLED=0
+# Ray's servers listen on every interface (it has no bind-address setting):
+# token authentication keeps anyone without the token (a random one per
+# `up`, readable by this user only) from joining or running code. Drivers
+# need the same two variables: `eval "$(scripts/ray-cluster.sh env)"`.
+export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$STATE/auth_token
 # A lost node is declared dead after 3 missed health checks, 1 s apart (Ray's default is 5 x 3 s).
 SYSTEM_CONFIG='{"health_check_period_ms":1000,"health_check_failure_threshold":3}'
 
@@ -115,7 +120,8 @@ up() {
   if [[ -f $STATE/head.pid ]] && kill -0 "$(cat "$STATE/head.pid")" 2>/dev/null; then
     echo "ray-cluster: already up (scripts/ray-cluster.sh down first)" >&2; exit 1
   fi
-  rm -rf "$STATE"; mkdir -p "$STATE/tmp"
+  rm -rf "$STATE"; mkdir -p -m 700 "$STATE" && mkdir -p "$STATE/tmp"
+  (umask 077; od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$RAY_AUTH_TOKEN_PATH")
   local store=$((store_mb * 1024 * 1024))
   # shellcheck disable=SC2046
   start_and_wait head 1 --head --port="$PORT" --num-cpus=0 --num-gpus=0 --object-store-memory="$store" \
@@ -146,6 +152,7 @@ case ${1:-} in
     [[ -n ${2:-} && -f $STATE/worker$2.pid ]] || { echo "ray-cluster: no running worker ${2:-}" >&2; exit 1; }
     kill_node "worker$2"; echo "ray-cluster: worker $2 killed" ;;
   address) address ;;
+  env) echo "export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH RAY_ADDRESS=$(address)" ;;
   status) for f in "$STATE"/*.pid; do [[ -f $f ]] && echo "$(basename "$f" .pid) pid $(cat "$f")"; done ;;
   *) usage ;;
 esac

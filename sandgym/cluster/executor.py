@@ -9,6 +9,7 @@ the slot's `abort`), `--resume`, the progress bar, metrics and the summary.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from sandgym.harness.episode import Episode, EpisodePlayer
@@ -46,7 +47,8 @@ class RayExecutor:
     def __init__(self, address: str | None = None):
         self.fleet = Fleet(address)
 
-    def start(self, player: EpisodePlayer, concurrency: int) -> None:
+    def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
+        self.fleet.log = log
         if not self.fleet.runners:
             self.fleet.start(plan_of(player), concurrency)
 

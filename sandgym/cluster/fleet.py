@@ -129,10 +129,12 @@ class Fleet:
                 log_to_driver=False,
                 configure_logging=True,
             )
-        except (ConnectionError, RuntimeError, ValueError) as e:
+        except (ConnectionError, RuntimeError, ValueError, ray.exceptions.RayError) as e:  # AuthenticationError
             raise ClusterError(
                 f"--ray-address {self.address or os.environ.get('RAY_ADDRESS') or '(none)'}: "
-                f"cannot join the Ray cluster ({e}); start one (scripts/ray-cluster.sh up) or fix the address"
+                f"cannot join the Ray cluster ({e}); start one (scripts/ray-cluster.sh up) or fix the address "
+                "(a cluster with token authentication also needs RAY_AUTH_MODE=token and its token: "
+                "RAY_AUTH_TOKEN_PATH or RAY_AUTH_TOKEN)"
             ) from None
         self.we_started_ray = True
 
@@ -182,6 +184,11 @@ class Fleet:
             raise ClusterError(f"a runner failed to start on its node: {e}") from None
         for (handle, _), info in zip(pending, infos, strict=True):
             self.runners.append(Runner(handle, info["node"], info["host"], info["seats"]))
+        self.log(
+            f"Ray: {sum(r.seats for r in self.runners)} seats on {len(self.runners)} nodes ("
+            + ", ".join(f"{r.node[:12]}: {r.seats}" for r in self.runners)
+            + ")"
+        )
         # Seats in turn over the nodes: the first episodes spread over every node.
         for i in range(max(r.seats for r in self.runners)):
             for r in self.runners:

@@ -190,7 +190,7 @@ class EvalRun:
             self.records += [r for key, r in back.last_errors.items() if key not in queued]
         player = self._player()
         if not todo.empty():
-            self.executor.start(player, min(self.concurrency, todo.qsize()))
+            self.executor.start(player, min(self.concurrency, todo.qsize()), self._log)
         with RecordWriter(folder.records_path) as writer:
             supervisor = Supervisor(
                 player,

@@ -13,6 +13,7 @@ second Ctrl-C reaches the remote env too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from sandgym.records import EpisodeRecord
@@ -25,8 +26,8 @@ class Executor(Protocol):
 
     kind: str
 
-    def start(self, player: EpisodePlayer, concurrency: int) -> None:
-        """Get ready to play `player`'s episodes, `concurrency` at once."""
+    def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
+        """Get ready to play `player`'s episodes, `concurrency` at once; `log` takes notes for the operator."""
 
     def run_episode(self, player: EpisodePlayer, ep: Episode, slot: dict[str, Any]) -> EpisodeRecord:
         """Play one episode (its env_error tries included) and return its record."""
@@ -42,7 +43,7 @@ class LocalExecutor:
 
     kind = "local"
 
-    def start(self, player: EpisodePlayer, concurrency: int) -> None:
+    def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
         return None
 
     def run_episode(self, player: EpisodePlayer, ep: Episode, slot: dict[str, Any]) -> EpisodeRecord:

@@ -33,7 +33,9 @@ WORKERS = 2
 
 class Cluster:
     def __init__(self, state: Path):
-        self.env = {**os.environ, "SANDGYM_RAY_STATE": str(state), "PY": sys.executable}
+        self.env = {**os.environ, "SANDGYM_RAY_STATE": str(state), "SANDGYM_RAY_PORT": "18380", "PY": sys.executable}
+        # What a driver needs: the cluster takes only holders of its token.
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(state / "auth_token")}
         self.address = ""
 
     def run(self, *args: str) -> str:
@@ -55,9 +57,16 @@ class Cluster:
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(Path(f"/tmp/sgray-test-{os.getpid()}"))
     c.up()
+    before = {k: os.environ.get(k) for k in c.auth}
+    os.environ.update(c.auth)  # for the drivers this process starts (the rollout pool)
     try:
         yield c
     finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         c.run("down")
         assert c.raylets() == [], "a raylet outlived `ray-cluster.sh down`"
 
@@ -74,7 +83,7 @@ def humaneval(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def ray_eval(cwd: Path, cluster: Cluster, out: Path, *args: str) -> Eval:
-    return Eval(cwd, "--executor", "ray", "--ray-address", cluster.address, "--out", str(out), *args)
+    return Eval(cwd, "--executor", "ray", "--ray-address", cluster.address, "--out", str(out), *args, env=cluster.auth)
 
 
 def check_once_each(records: list[EpisodeRecord], n: int) -> None:
@@ -93,6 +102,18 @@ def test_oracle_humaneval_spreads_over_two_nodes(ray_cluster: Cluster, humaneval
     assert len(nodes) == WORKERS, nodes
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["n_episodes"] == 164 and summary["outcomes"]["passed"] == 164
+
+
+def test_a_driver_without_the_token_is_refused(ray_cluster: Cluster, tmp_path: Path) -> None:
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64, "RAY_AUTH_TOKEN_PATH": str(tmp_path / "none")}
+    run = Eval(
+        tmp_path, "--executor", "ray", "--ray-address", ray_cluster.address, "--out", str(tmp_path / "r"), env=env
+    )
+    assert run.wait() != 0
+    assert "cannot join the Ray cluster" in run.output()
+    assert not (tmp_path / "r" / "trajectories.jsonl").exists() or not read_records(
+        tmp_path / "r" / "trajectories.jsonl"
+    )
 
 
 def test_records_of_the_local_executor_name_no_executor(tmp_path: Path) -> None:
@@ -157,7 +178,7 @@ def test_rollout_pool_plays_a_callable_and_an_endpoint_spec(ray_cluster: Cluster
 def test_example_script_runs_on_the_cluster(ray_cluster: Cluster) -> None:
     out = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "ray_rollouts.py")],
-        env={**os.environ, "RAY_ADDRESS": ray_cluster.address},
+        env={**os.environ, **ray_cluster.auth, "RAY_ADDRESS": ray_cluster.address},
         capture_output=True,
         text=True,
         timeout=300,
