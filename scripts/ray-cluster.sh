@@ -2,6 +2,7 @@
 # A real Ray cluster on this machine, for the Ray tests and benchmarks:
 #   scripts/ray-cluster.sh up --workers N [--cpus C] [--object-store-mb M]
 #   scripts/ray-cluster.sh kill-worker I    (I = 1..N: its raylet and workers, killed as a lost machine)
+#   scripts/ray-cluster.sh start-worker I   (a killed worker back, as a new node)
 #   scripts/ray-cluster.sh down | status | address | env   (env: the exports a driver needs)
 #
 # A head node with no CPUs (it schedules, it plays no episode) and N worker
@@ -34,7 +35,7 @@ export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$STATE/auth_token
 # A lost node is declared dead after 3 missed health checks, 1 s apart (Ray's default is 5 x 3 s).
 SYSTEM_CONFIG='{"health_check_period_ms":1000,"health_check_failure_threshold":3}'
 
-usage() { sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 address() { echo "$IP:$PORT"; }
 
@@ -127,14 +128,18 @@ up() {
   start_and_wait head 1 --head --port="$PORT" --num-cpus=0 --num-gpus=0 --object-store-memory="$store" \
     --include-dashboard=false --temp-dir="$STATE/tmp" \
     --system-config="$SYSTEM_CONFIG" $(ports 0)
+  echo "$cpus $store" >"$STATE/node-size"
   # One node at a time: nodes starting together in one session folder pick the same socket names.
-  for i in $(seq "$workers"); do
-    # shellcheck disable=SC2046
-    start_and_wait "worker$i" $((i + 1)) --address="$(address)" --num-cpus="$cpus" --num-gpus=0 \
-      --object-store-memory="$store" $(ports "$i")
-  done
-  echo "$workers" >"$STATE/workers"
+  for i in $(seq "$workers"); do start_worker "$i" $((i + 1)); done
   address
+}
+
+start_worker() {  # I, nodes expected alive once it is up
+  local cpus store
+  read -r cpus store <"$STATE/node-size"
+  # shellcheck disable=SC2046
+  start_and_wait "worker$1" "$2" --address="$(address)" --num-cpus="$cpus" --num-gpus=0 \
+    --object-store-memory="$store" $(ports "$1")
 }
 
 down() {
@@ -151,6 +156,9 @@ case ${1:-} in
   kill-worker)
     [[ -n ${2:-} && -f $STATE/worker$2.pid ]] || { echo "ray-cluster: no running worker ${2:-}" >&2; exit 1; }
     kill_node "worker$2"; echo "ray-cluster: worker $2 killed" ;;
+  start-worker)  # I: a worker killed by kill-worker, back (a new node id)
+    [[ -n ${2:-} && -f $STATE/node-size && ! -f $STATE/worker$2.pid ]] || { echo "ray-cluster: worker ${2:-} is not down" >&2; exit 1; }
+    start_worker "$2" $(($(ls "$STATE"/*.pid | wc -l) + 1)) ;;
   address) address ;;
   env) echo "export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH RAY_ADDRESS=$(address)" ;;
   status) for f in "$STATE"/*.pid; do [[ -f $f ]] && echo "$(basename "$f" .pid) pid $(cat "$f")"; done ;;

@@ -5,7 +5,7 @@ runner actor on each node that has CPUs (pinned there: a node-affinity
 strategy, so placement spreads over every node) with seats in proportion
 to the node's CPUs, the total being the run's concurrency. `Fleet.play`
 takes a free seat for an episode, plays it, and gives the seat back. When
-the seat's node is lost mid-episode, the try is kept (`LostTry`) and the
+the seat's node is lost mid-episode, the try is kept (`lost_try_record`) and the
 episode is played again on a seat of another node; the lost node's seats
 are dropped.
 """
@@ -290,7 +290,7 @@ class Fleet:
                 if not is_node_loss(e):
                     raise
                 on_seat(None)
-                why = f"the Ray node {runner.node} ({runner.host}) was lost mid-episode: {type(e).__name__}"
+                why = f"the Ray node {runner.node} ({runner.host}) was lost during this try: {type(e).__name__}"
                 self.mark_lost(runner, why)
                 job.retries.append(lost_try_record(runner, started, why, time.perf_counter() - t0))
                 lost += 1
