@@ -43,6 +43,10 @@ class RayExecutor:
     """Episodes played on the seats of a Ray cluster's nodes."""
 
     kind = "ray"
+    # Each seat gets its next episode while it plays one: the node starts it
+    # without waiting for a round trip to this process (its wait there is in
+    # its queue_s; its deadline runs from when it was handed out).
+    in_flight = 2
 
     def __init__(self, address: str | None = None):
         self.fleet = Fleet(address)
@@ -50,7 +54,7 @@ class RayExecutor:
     def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
         self.fleet.log = log
         if not self.fleet.runners:
-            self.fleet.start(plan_of(player), concurrency)
+            self.fleet.start(plan_of(player), concurrency, self.in_flight)
 
     def run_episode(self, player: EpisodePlayer, ep: Episode, slot: dict[str, Any]) -> EpisodeRecord:
         job = Job(ep.task.id, ep.index, ep.epoch, ep.submitted, retries=list(ep.retries))

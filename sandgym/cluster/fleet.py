@@ -70,6 +70,7 @@ class Job:
             "epoch": self.epoch,
             "retries": self.retries,
             "queue_s": max(0.0, time.perf_counter() - self.submitted),
+            "sent_at": time.time(),  # its wait in the seat's queue on the node counts too
             "key": self.key,
         }
 
@@ -148,8 +149,9 @@ class Fleet:
             if n.get("Alive") and n.get("Resources", {}).get("CPU", 0.0) > 0
         }
 
-    def start(self, plan: RunPlan, concurrency: int) -> None:
-        """A runner on each node with CPUs, `concurrency` seats in all."""
+    def start(self, plan: RunPlan, concurrency: int, in_flight: int = 1) -> None:
+        """A runner on each node with CPUs, `concurrency` seats in all, each
+        taking `in_flight` episodes at once (played one after the other)."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -190,10 +192,11 @@ class Fleet:
             + ")"
         )
         # Seats in turn over the nodes: the first episodes spread over every node.
-        for i in range(max(r.seats for r in self.runners)):
-            for r in self.runners:
-                if i < r.seats:
-                    self.free.put(Seat(r, i))
+        for _ in range(in_flight):
+            for i in range(max(r.seats for r in self.runners)):
+                for r in self.runners:
+                    if i < r.seats:
+                        self.free.put(Seat(r, i))
 
     def close(self) -> None:
         """Each runner closes its envs and its runtime, then the actors end."""

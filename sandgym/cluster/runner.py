@@ -128,7 +128,8 @@ class NodeRunner:
             task,
             job["index"],
             job["epoch"],
-            time.perf_counter() - job["queue_s"],  # its wait for a seat, measured where it waited
+            # Its wait for a seat (measured where it waited) and in this seat's queue.
+            time.perf_counter() - job["queue_s"] - max(0.0, time.time() - job["sent_at"]),
             retries=list(job["retries"]),
             slot=slot,
         )

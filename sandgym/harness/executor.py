@@ -25,6 +25,9 @@ class Executor(Protocol):
     """Plays a run's episodes somewhere; `start` before the first, `close` after the last."""
 
     kind: str
+    # Episodes handed to each of the `concurrency` slots at once: more than 1
+    # when a slot is far away (the next one waits there, not in a round trip).
+    in_flight: int
 
     def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
         """Get ready to play `player`'s episodes, `concurrency` at once; `log` takes notes for the operator."""
@@ -42,6 +45,7 @@ class LocalExecutor:
     `executor` field (records made before executors existed read the same)."""
 
     kind = "local"
+    in_flight = 1
 
     def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
         return None

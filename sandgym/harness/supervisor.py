@@ -90,7 +90,8 @@ class Supervisor:
         """Start the workers, write what they hand back, enforce deadlines and
         interrupts, and return once every worker has ended (or was given up
         on). A worker's failure, or the records' (OutputError), is raised here."""
-        n_workers = min(self.concurrency, max(self.todo.qsize(), 1))
+        per_slot = self.executor.in_flight if self.executor is not None else 1  # episodes handed to a slot at once
+        n_workers = min(self.concurrency * per_slot, max(self.todo.qsize(), 1))
         with noting_signals(self.signals_seen):
             for _ in range(n_workers):
                 self._start_worker()
