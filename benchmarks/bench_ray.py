@@ -97,9 +97,9 @@ def main() -> None:
     try:
         for n in args.nodes:
             cpus = max(1, -(-j // n))
-            address = cluster("up", "--workers", str(n), "--cpus", str(cpus))
             local, ray = [], []
             try:
+                address = cluster("up", "--workers", str(n), "--cpus", str(cpus))
                 for rnd in range(args.rounds):
                     local.append(run_eval(tasks, work / "local", j, None))
                     ray.append(run_eval(tasks, keep / f"nodes-{n}", j, address))

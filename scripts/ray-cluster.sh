@@ -65,7 +65,7 @@ kill_node() {  # name: its whole process group, then wait for it
 
 wait_nodes() {  # count, pidfile: until that many nodes are alive (exit 3: the node's `ray start` died)
   "$PY" - "$(address)" "$1" "$2" <<'PY'
-import os, sys, time
+import os, sys, threading, time
 import ray
 want, pid, t0 = int(sys.argv[2]), int(open(sys.argv[3]).read()), time.monotonic()
 
@@ -73,8 +73,14 @@ def started() -> None:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        sys.exit(3)
+        os._exit(3)  # also from the watch below, while ray.init waits on a node that died starting
 
+def watch() -> None:
+    while True:
+        started()
+        time.sleep(0.5)
+
+threading.Thread(target=watch, daemon=True).start()
 while not ray.is_initialized():
     try:
         ray.init(address=sys.argv[1], logging_level="error", log_to_driver=False)
