@@ -25,7 +25,6 @@ before a run so that a dead endpoint or a refused key fails the run at once.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from dataclasses import dataclass, field
@@ -208,9 +207,24 @@ class ChatPolicy:
     def reseeded(self, seed: int | None) -> ChatPolicy:
         """The same policy asking the endpoint for another seed (one per epoch,
         so that samples of one task differ); `config` stays the run's."""
-        other = copy.copy(self)
+        other = object.__new__(ChatPolicy)
+        other.__dict__.update(self.__dict__)  # the client shared, not rebuilt (copy.copy would)
         other.seed = seed
         return other
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (to a Ray node) without its client, nor the key it holds."""
+        return {k: v for k, v in self.__dict__.items() if k != "client"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """A client made where it is unpickled, with that machine's $OPENAI_API_KEY."""
+        self.__dict__.update(state)
+        self.client = openai.OpenAI(
+            base_url=self.base_url,
+            api_key=os.environ.get("OPENAI_API_KEY") or NO_KEY,
+            max_retries=self.retries,
+            timeout=self.timeout_s,
+        )
 
     def begin(self, task: TaskPair, env: SandgymEnv) -> ChatAgent:
         # The env's tools, when it has any and tools are on; otherwise replies

@@ -76,6 +76,8 @@ class EpisodeRecord(BaseModel):
     retries: list[dict[str, Any]] = Field(default_factory=list)  # earlier tries that ended in env_error
     # What the policy's agent kept of the episode (its `record_extras()`; chat: messages, token usage).
     policy_data: dict[str, Any] = Field(default_factory=dict)
+    # Where the episode was played when not in the eval's own process: {"kind": "ray", "node": NODE_ID}.
+    executor: dict[str, str] | None = None
 
 
 class Summary(BaseModel):

@@ -2,8 +2,8 @@
 
 Tests that need a sandbox carry the `sandbox` marker: set here on every
 test that uses a sandbox fixture (`runtime`, `bwrap_runtime`,
-`k8s_cluster`, or one built on them) or is marked `docker`, `chromium` or
-`k8s`, and by hand (`@pytest.mark.sandbox`) on a test that makes its own.
+`k8s_cluster`, or one built on them) or is marked `docker`, `chromium`,
+`k8s` or `ray`, and by hand (`@pytest.mark.sandbox`) on a test that makes its own.
 `pytest --quick` (`scripts/test.sh --quick`) runs the rest, with
 bubblewrap replaced on PATH by a tripwire: a test that starts a sandbox
 without the marker fails, naming the marker it needs.
@@ -23,7 +23,7 @@ from sandgym.runtimes.local.runtime import LocalRuntime
 # What makes a test need a sandbox, besides the `sandbox` marker itself
 # (mixed_run: test_report.py's run of real episodes).
 SANDBOX_FIXTURES = ("runtime", "bwrap_runtime", "k8s_cluster", "rt", "mixed_run")
-SANDBOX_MARKERS = ("docker", "chromium", "k8s")
+SANDBOX_MARKERS = ("docker", "chromium", "k8s", "ray")
 # Tests that start sandboxes of their own (through `sandgym` commands,
 # `gym.make`, a served env, a runtime made in the test file), as
 # "folder/file.py::test" or a whole "folder/file.py": found by the --quick

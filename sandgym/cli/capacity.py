@@ -27,6 +27,13 @@ def capacity_cmd(
     ),
     arrivals: int = typer.Option(20000, "--arrivals", min=100, help="Arrivals to simulate."),
     seed: int = typer.Option(0, "--seed"),
+    fleet: int | None = typer.Option(
+        None,
+        "--fleet",
+        min=1,
+        help="Plan a fleet of N nodes like those of RUN_DIR (a --executor ray run): per-node rate, seats, "
+        "node losses (--node-loss-per-h, per node) and the one writer's load; writes fleet.json.",
+    ),
     out: Path | None = typer.Option(
         None, "--out", help="Folder for capacity.json and the plot (default: the run folder, else ./capacity)."
     ),
@@ -46,6 +53,8 @@ def capacity_cmd(
     """
     from ..capacity import plan, write_plan
 
+    if fleet is not None and run_dir is None:
+        fail("--fleet needs a run folder (a run made with --executor ray) for its per-node figures")
     records, wall_s = None, None
     if run_dir is not None:
         from ..runs import RunError, load_run
@@ -55,6 +64,9 @@ def capacity_cmd(
         except (RunError, OSError) as e:
             fail(str(e))
         records, wall_s = loaded.records, loaded.summary.wall_s
+    if fleet is not None:
+        assert records is not None and wall_s is not None
+        return _fleet(records, wall_s, fleet, node_loss_per_h, seed, arrivals, out or Path(run_dir or "."))
     try:
         p, sim = plan(
             rate,
@@ -95,3 +107,39 @@ def capacity_cmd(
     folder = out or (Path(run_dir) if run_dir is not None else Path("capacity"))
     data, plot = write_plan(p, sim, folder)
     console().print(f"plan: {data}  plot: {plot}", highlight=False)
+
+
+def _fleet(records, wall_s: float, nodes: int, node_loss_per_h: float, seed: int, arrivals: int, folder: Path) -> None:
+    """`capacity RUN --fleet N`: the table and fleet.json."""
+    import json
+
+    from rich.table import Table
+
+    from ..capacity_fleet import fleet_plan
+
+    try:
+        f = fleet_plan(records, wall_s, nodes, node_loss_per_h, seed, arrivals)
+    except ValueError as e:
+        fail(str(e))
+    table = Table(title=f"a fleet of {nodes} nodes, from {f['measured_nodes']} measured node(s)")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    for name, value in (
+        ("episodes/min per node (measured mean)", f"{f['node_rate_per_min']:.1f}"),
+        ("episodes at once per node (measured)", f"{f['seats_per_node_measured']}"),
+        ("mean occupancy (s)", f"{f['occupancy_mean_s']:.2f}"),
+        ("fleet episodes/min", f"{f['fleet_rate_per_min']:.0f}"),
+        ("fleet sandboxes, simulated mean", f"{f['fleet_sandboxes_mean']:.0f}"),
+        ("fleet sandboxes, simulated P99", f"{f['fleet_sandboxes_p99']:.0f}"),
+        ("sandboxes per node, simulated P99", f"{f['node_sandboxes_p99']:.0f}"),
+        ("episodes lost to node failures per hour", f"{f['episodes_lost_per_h']:.1f}"),
+        ("records/s to the one writer", f"{f['records_per_s']:.0f}"),
+        ("writer appends/s (measured here)", f"{f['writer_appends_per_s']:.0f}"),
+        ("writer load", f"{100 * f['writer_load']:.0f}%"),
+    ):
+        table.add_row(name, value)
+    console().print(table)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "fleet.json"
+    path.write_text(json.dumps(f, indent=2) + "\n")
+    console().print(f"plan: {path}", highlight=False)

@@ -86,6 +86,18 @@ def eval_cmd(
         help="Sandbox backend: local | docker | docker:runsc | docker:kata | k8s | k8s:gvisor | k8s:kata",
     ),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1, help="Episodes at once."),
+    executor: str = typer.Option(
+        "local",
+        "--executor",
+        help="Where episodes run: local (threads of this process) | ray (seats on a Ray cluster's nodes, "
+        "-j of them in all, spread by the nodes' CPUs; needs sandgym[ray]).",
+    ),
+    ray_address: str | None = typer.Option(
+        None,
+        "--ray-address",
+        help="The Ray cluster for --executor ray: HOST:PORT of its head, or auto (the one on this machine); "
+        "default $RAY_ADDRESS, else a one-node cluster started for the run.",
+    ),
     out: Path | None = typer.Option(
         None,
         "--out",
@@ -179,6 +191,10 @@ def eval_cmd(
         path, kind = (predictions, "predictions") if predictions is not None else (samples, "samples")
         assert path is not None
         return _eval_predictions(env, tasks, path, kind, runtime, concurrency, out, task_id, limit)
+    if executor not in ("local", "ray"):
+        fail(f"--executor {executor!r}: choose local or ray")
+    if ray_address is not None and executor != "ray":
+        fail("--ray-address is for --executor ray")
     try:
         check_env_id(env)
         pol = make_policy(
@@ -195,7 +211,9 @@ def eval_cmd(
         except SandgymError as e:
             rt.close()
             fail(f"policy {policy}: {e}")
-    warm_up(rt)  # from here on, every way out closes the runtime
+    if executor == "local":  # Ray's nodes have runtimes of their own
+        warm_up(rt)
+    # From here on, every way out closes the runtime.
     try:
         from ..harness import EvalRun, RunInterrupted
         from ..records import OutputError
@@ -210,6 +228,7 @@ def eval_cmd(
         rt = observing.runtime
     run: EvalRun | None = None
     message, exit_code = "", None
+    runner = _executor(executor, ray_address, rt)
     try:
         run = EvalRun(
             env,
@@ -224,6 +243,7 @@ def eval_cmd(
             episode_retries=episode_retries,
             epochs=epochs,
             episode_timeout_s=episode_timeout or None,
+            executor=runner,
         )
         if observing is not None:
             run.observer = observing.observer
@@ -249,9 +269,15 @@ def eval_cmd(
         exit_code = 2
     except (ValueError, TypeError, FileExistsError) as e:  # TaskSpecError, EnvOptionError are ValueErrors
         message = str(e)
+    except SandgymError as e:  # the Ray cluster failed (ClusterError): the finished records are on disk
+        if runner is None:
+            raise
+        message = str(e)
     finally:
         if observing is not None:
             observing.finish(metrics_hold)
+        if runner is not None:
+            runner.close()
         rt.close()
         if observing is not None:
             observing.close()
@@ -285,6 +311,20 @@ def warm_up(rt) -> None:
     import threading
 
     threading.Thread(target=rt.warm_up, name="sandgym-warm-up", daemon=True).start()
+
+
+def _executor(name: str, address: str | None, rt: Any) -> Any:
+    """The executor for `--executor` (None: the local one, the harness's own)."""
+    import importlib.util
+
+    if name == "local":
+        return None
+    if importlib.util.find_spec("ray") is None:
+        rt.close()
+        fail("--executor ray needs Ray: pip install 'sandgym[ray]'")
+    from ..cluster.executor import RayExecutor
+
+    return RayExecutor(address)
 
 
 class NoProgress:

@@ -39,7 +39,10 @@ def now() -> str:
 
 def try_of(rec: EpisodeRecord) -> dict[str, Any]:
     """An ended try of an episode as a later record's `retries` keeps it."""
-    return rec.model_dump(include={"started_at", "outcome", "error", "attempts", "steps", "timings"}, mode="json")
+    kept = rec.model_dump(include={"started_at", "outcome", "error", "attempts", "steps", "timings"}, mode="json")
+    if rec.executor is not None:  # where the try ran (a Ray node), when not in this process
+        kept["executor"] = dict(rec.executor)
+    return kept
 
 
 def drop_env(slot: dict[str, Any]) -> None:
@@ -110,6 +113,12 @@ class Episode:
             self.why = why
         self.cancel.set()
         self.aborted_at = time.monotonic()
+        remote = self.slot.get("abort")  # an executor that plays the episode elsewhere passes it on
+        if callable(remote):
+            try:
+                remote(why)
+            except Exception:  # best effort, as below
+                pass
         env = self.slot.get("env")
         if env is None:
             return

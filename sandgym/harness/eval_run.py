@@ -23,6 +23,7 @@ from sandgym.runtimes import Runtime
 from sandgym.specs import TaskPair, TaskSet
 
 from .episode import Episode, EpisodePlayer
+from .executor import Executor, LocalExecutor
 from .identity import RunIdentity
 from .run_folder import RunFolder
 from .supervisor import Supervisor
@@ -60,6 +61,7 @@ class EvalRun:
         episode_timeout_s: float | None = DEFAULT_EPISODE_TIMEOUT_S,
         retry_backoff_s: float = RETRY_BACKOFF_S,
         abort_grace_s: float = ABORT_GRACE_S,
+        executor: Executor | None = None,
     ):
         """`task_set` None: the env's own default set (each family bundles one).
         An episode that ends in `env_error` is played again up to
@@ -69,7 +71,8 @@ class EvalRun:
         `episode_timeout_s` (None: no deadline) bounds an episode's wall
         clock, tries included; past it the episode is `env_error` and its env
         is killed. Bad env options raise here (SandgymError, ValueError or
-        TypeError), before any episode."""
+        TypeError), before any episode. `executor` says where episodes are
+        played (None: worker threads of this process; the caller closes it)."""
         self.env_id = check_env_id(env_id)
         if concurrency < 1:
             raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
@@ -89,6 +92,7 @@ class EvalRun:
         self.runtime_name = runtime_name
         self.out_dir = Path(out_dir)
         self.concurrency = concurrency
+        self.executor: Executor = executor or LocalExecutor()
         self.seed = seed
         self.env_kwargs = dict(env_kwargs or {})
         # Bad env options fail here, before any episode, not as N env_errors;
@@ -184,9 +188,12 @@ class EvalRun:
                     queued.add((t.id, epoch))
         if back is not None:  # env_error records of episodes this run does not play stay as they are
             self.records += [r for key, r in back.last_errors.items() if key not in queued]
+        player = self._player()
+        if not todo.empty():
+            self.executor.start(player, min(self.concurrency, todo.qsize()), self._log)
         with RecordWriter(folder.records_path) as writer:
             supervisor = Supervisor(
-                self._player(),
+                player,
                 todo,
                 writer,
                 self.records,
@@ -195,6 +202,7 @@ class EvalRun:
                 abort_grace_s=self.abort_grace_s,
                 log=self._log,
                 on_record=on_record,
+                executor=self.executor,
             )
             try:
                 supervisor.run()

@@ -25,6 +25,7 @@ from typing import Any
 from sandgym.records import EpisodeRecord, OutputError, RecordWriter
 
 from .episode import INTERRUPTED, EpisodePlayer
+from .executor import Executor
 from .workers import EpisodeQueue, Messages, Worker, play_episodes
 
 
@@ -64,8 +65,10 @@ class Supervisor:
         abort_grace_s: float,
         log: Callable[[str], None],
         on_record: Callable[[EpisodeRecord], None] | None = None,
+        executor: Executor | None = None,
     ):
         self.player, self.todo, self.writer, self.records = player, todo, writer, records
+        self.executor = executor  # where the workers play episodes (None: in their own threads)
         self.concurrency = concurrency
         self.episode_timeout_s = episode_timeout_s
         self.abort_grace_s = abort_grace_s
@@ -87,7 +90,8 @@ class Supervisor:
         """Start the workers, write what they hand back, enforce deadlines and
         interrupts, and return once every worker has ended (or was given up
         on). A worker's failure, or the records' (OutputError), is raised here."""
-        n_workers = min(self.concurrency, max(self.todo.qsize(), 1))
+        per_slot = self.executor.in_flight if self.executor is not None else 1  # episodes handed to a slot at once
+        n_workers = min(self.concurrency * per_slot, max(self.todo.qsize(), 1))
         with noting_signals(self.signals_seen):
             for _ in range(n_workers):
                 self._start_worker()
@@ -112,7 +116,7 @@ class Supervisor:
         self.next_n += 1
         w.thread = threading.Thread(
             target=play_episodes,
-            args=(w, self.todo, self.messages, self.stop, self.player, self.episode_timeout_s),
+            args=(w, self.todo, self.messages, self.stop, self.player, self.episode_timeout_s, self.executor),
             name=f"sandgym-episode-{w.n}",
             daemon=False,
         )

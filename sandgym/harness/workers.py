@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from .episode import Episode, EpisodePlayer, drop_env, now
+from .executor import Executor, LocalExecutor
 
 
 @dataclass(eq=False)
@@ -67,9 +68,12 @@ def play_episodes(
     stop: threading.Event,
     player: EpisodePlayer,
     episode_timeout_s: float | None,
+    executor: Executor | None = None,
 ) -> None:
-    """A worker thread's life: play episodes until the queue is empty or the
-    run stops; hand each record to the supervisor; always end with "exit"."""
+    """A worker thread's life: play episodes (through `executor`; None: in
+    this thread) until the queue is empty or the run stops; hand each record
+    to the supervisor; always end with "exit"."""
+    executor = executor or LocalExecutor()
     try:
         while not stop.is_set():
             ep = todo.take()
@@ -84,7 +88,7 @@ def play_episodes(
                 ep.deadline = time.monotonic() + episode_timeout_s
             w.episode = ep
             try:
-                rec = player.run_episode(ep, w.slot)
+                rec = executor.run_episode(player, ep, w.slot)
             finally:
                 w.episode = None
             messages.put(("record", w, (ep, rec)))

