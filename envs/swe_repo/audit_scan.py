@@ -82,6 +82,7 @@ def scan_git(git_dir, max_bytes):
         sys.stdout.write(json.dumps({"error": f"git: cannot run for {git_dir}"}) + "\n")
         return
     out = p.stdout
+    assert out is not None
     while True:
         header = out.readline()
         if not header:
@@ -131,4 +132,5 @@ def main():
     sys.stdout.write(json.dumps({"done": True}) + "\n")
 
 
-main()
+if __name__ == "__main__":  # (as `python3 -c SOURCE` too)
+    main()
