@@ -159,9 +159,12 @@ def unpack(r: ImageRecipe, client, log: Callable[[str], None] = print, force: bo
             if not (root / "etc" / name).exists():
                 (root / "etc" / name).touch()
         os.chmod(root, 0o755)
+        os.chmod(work, 0o755)  # (mkdtemp's 0700 would keep the sandboxes' user out)
         (work / STAMP).write_text(r.digest + "\n")
-        if d.exists():
-            shutil.rmtree(d)
+        if d.exists():  # (--force) out of the way first: sandboxes may still hold it
+            old = d.parent / f".old-{d.name}-{os.getpid()}"
+            os.rename(d, old)
+            shutil.rmtree(old, ignore_errors=True)
         os.rename(work, d)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
