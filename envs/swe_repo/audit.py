@@ -19,6 +19,7 @@ sandbox.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -45,6 +46,16 @@ MIN_TEXT = 32
 SHARED_SKIP = ("/proc", "/sys", "/dev", WORKSPACE, "/tmp")
 FIXED_DIR = "/tmp/.sandgym-audit-fixed"
 SCAN_TIMEOUT_S = 900.0
+# Prints {path: base64 of its bytes} of the regular files named after the folder.
+READ_FILES = (
+    "import base64, json, os, sys\n"
+    "root, out = sys.argv[1], {}\n"
+    "for rel in sys.argv[2:]:\n"
+    "    p = os.path.join(root, rel)\n"
+    "    if os.path.isfile(p) and not os.path.islink(p):\n"
+    "        out[rel] = base64.b64encode(open(p, 'rb').read()).decode()\n"
+    "print(json.dumps(out))\n"
+)
 
 
 class AuditError(SandgymError, RuntimeError):
@@ -168,7 +179,16 @@ def hidden_files(sandbox: Sandbox, task: SWETaskPair) -> tuple[dict[str, bytes],
     if res.exit_code != 0:
         raise AuditError(f"task {task.id}: the gold or test patch does not apply: {res.text('stderr')[-500:]}")
     gold, tests = _changed_paths(h.patch), _changed_paths(h.test_patch)
-    files = _tar_files(sandbox.get_archive([FIXED_DIR]), FIXED_DIR.rsplit("/", 1)[1] + "/")
+    res = sandbox.exec(
+        ["/usr/bin/python3", "-I", "-S", "-c", READ_FILES, FIXED_DIR, *gold, *tests],
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd="/",
+        max_output=256 << 20,
+    )
+    if res.exit_code != 0:
+        raise AuditError(f"task {task.id}: reading the fixed files failed: {res.text('stderr')[-500:]}")
+    files = {p: base64.b64decode(data) for p, data in json.loads(res.stdout).items()}
     return {p: files[p] for p in gold if p in files}, {p: files[p] for p in tests if p in files}
 
 

@@ -62,20 +62,26 @@ def test_a_copy_of_the_fixed_file_in_the_repository_is_found(runtime):
     reshaped = "\n\n".join("\t" + line.rstrip() + "   " for line in fixed.splitlines())
     task = with_files(ROUNDING, {"vendor/money_copy.py": fixed, "notes/reflowed.txt": reshaped}, "planted")
     found = audit_task(task, runtime)
-    assert {(f.where, f.file, f.kind) for f in found} == {
+    # Each copy twice: the file, and its blob in the start commit.
+    assert {(f.where, f.file, f.kind) for f in found if not f.where.startswith("git:")} == {
         ("/workspace/repo/vendor/money_copy.py", ROUNDING_FILE, "answer"),
         ("/workspace/repo/notes/reflowed.txt", ROUNDING_FILE, "answer"),
     }
+    blobs = [f for f in found if f.where.startswith("git:/workspace/repo/.git:")]
+    assert len(blobs) == 2 and {f.file for f in blobs} == {ROUNDING_FILE}
 
 
 def test_a_copy_of_the_hidden_tests_is_found(runtime):
     tests_path = audit._changed_paths(BULK.hidden.test_patch)[0]
-    added = [line for line in BULK.hidden.test_patch.splitlines() if line.startswith("+") and line[:4] != "+++ "]
+    first = BULK.hidden.test_patch.split("\ndiff --git ")[0]  # the section that adds tests_path
+    assert f"+++ b/{tests_path}" in first and "new file mode" in first
+    added = [line for line in first.splitlines() if line.startswith("+") and line[:4] != "+++ "]
     text = "".join(line[1:] + "\n" for line in added)
     task = with_files(BULK, {"docs/example_test.py": text}, "tests-planted")
     found = audit_task(task, runtime)
     planted = ("/workspace/repo/docs/example_test.py", tests_path, "hidden_test")
-    assert [(f.where, f.file, f.kind) for f in found] == [planted]
+    assert [(f.where, f.file, f.kind) for f in found if not f.where.startswith("git:")] == [planted]
+    assert {f.kind for f in found} == {"hidden_test"} and len(found) == 2  # the file and its blob
 
 
 def test_a_dangling_blob_and_a_tagged_commit_are_found(runtime, monkeypatch):
