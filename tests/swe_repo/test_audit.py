@@ -141,3 +141,35 @@ def test_the_cli_audits_the_billing_set_at_zero(tmp_path):
         text=True,
     )
     assert r.returncode != 0 and "billing/nope" in r.stdout + r.stderr
+
+
+def test_a_copy_in_the_image_is_found(monkeypatch):
+    """The search covers the whole filesystem, not only the workspace: an
+    image whose /usr holds the fixed module (as Debian's python3-* packages
+    would) is found. The image is a hard-linked copy of the SWE image's
+    unpacked tree, with the module planted in it."""
+    from sandgym.runtimes import rootfs as rootfs_module
+    from sandgym.runtimes.local.runtime import LocalRuntime
+    from sandgym.verifiers.swe_repo.sandbox import IMAGE
+
+    rootfs_module.rootfs(IMAGE)  # (unpacked)
+    real = rootfs_module.tree_dir(rootfs_module.recipe_of(IMAGE))
+    # Beside the real tree: the same file system, and readable by the sandboxes' user.
+    cache = Path(tempfile.mkdtemp(prefix=".test-", dir=real.parent))
+    try:
+        os.chmod(cache, 0o755)
+        subprocess.run(["cp", "-al", str(real), str(cache / real.name)], check=True)
+        planted = cache / real.name / "root/usr/lib/python3/dist-packages/billing/money.py"
+        planted.parent.mkdir(parents=True)
+        planted.write_text(fixed_files(ROUNDING)[ROUNDING_FILE])
+        monkeypatch.setattr(rootfs_module, "rootfs_cache", lambda: cache)
+        rt = LocalRuntime()
+        try:
+            found = audit_task(ROUNDING, rt)
+        finally:
+            rt.close()
+    finally:
+        shutil.rmtree(cache)
+    assert [(f.where, f.file, f.kind) for f in found] == [
+        ("/usr/lib/python3/dist-packages/billing/money.py", ROUNDING_FILE, "answer")
+    ]
