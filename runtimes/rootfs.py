@@ -118,7 +118,8 @@ def unpack(r: ImageRecipe, client, log: Callable[[str], None] = print, force: bo
             pass
     d.parent.mkdir(parents=True, exist_ok=True)
     os.chmod(d.parent, 0o755)
-    work = Path(tempfile.mkdtemp(prefix=f".tmp-{r.name}-", dir=d.parent))
+    # (`sandgym gc` removes a killed unpack's folder: runtimes/tempdirs.py)
+    work = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=d.parent))
     try:
         log(f"{r.tag}: unpacking the root filesystem for the local runtime into {d}")
         saved = work / "image.tar"
@@ -162,9 +163,9 @@ def unpack(r: ImageRecipe, client, log: Callable[[str], None] = print, force: bo
         os.chmod(work, 0o755)  # (mkdtemp's 0700 would keep the sandboxes' user out)
         (work / STAMP).write_text(r.digest + "\n")
         if d.exists():  # (--force) out of the way first: sandboxes may still hold it
-            old = d.parent / f".old-{d.name}-{os.getpid()}"
+            old = Path(tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", dir=d.parent)) / "old"
             os.rename(d, old)
-            shutil.rmtree(old, ignore_errors=True)
+            shutil.rmtree(old.parent, ignore_errors=True)
         os.rename(work, d)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
