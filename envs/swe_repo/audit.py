@@ -25,12 +25,13 @@ import io
 import json
 import tarfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from sandgym.errors import SandgymError
-from sandgym.runtimes.base import Runtime, Sandbox, SandboxSpec
+from sandgym.runtimes.base import Runtime, Sandbox, SandboxError, SandboxSpec
 from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import REPO_NAME, start_state
 from sandgym.verifiers.swe_repo.diffs import split_diff
@@ -46,6 +47,7 @@ MIN_TEXT = 32
 SHARED_SKIP = ("/proc", "/sys", "/dev", WORKSPACE, "/tmp")
 FIXED_DIR = "/tmp/.sandgym-audit-fixed"
 SCAN_TIMEOUT_S = 900.0
+ATTEMPTS = 3
 # Prints {path: base64 of its bytes} of the regular files named after the folder.
 READ_FILES = (
     "import base64, json, os, sys\n"
@@ -237,6 +239,19 @@ def audit_tasks(
 ) -> AuditReport:
     report = AuditReport(tasks=len(tasks))
     for i, task in enumerate(tasks):
-        report.findings += audit_task(task, runtime)
+        report.findings += _with_retries(task, runtime)
         progress(i + 1, len(tasks))
     return report
+
+
+def _with_retries(task: SWETaskPair, runtime: Runtime) -> list[Finding]:
+    # A sandbox that fails to start or to run the search (a loaded host:
+    # EAGAIN on fork) is infrastructure: tried again, then raised.
+    for attempt in range(ATTEMPTS):
+        try:
+            return audit_task(task, runtime)
+        except (AuditError, SandboxError):
+            if attempt == ATTEMPTS - 1:
+                raise
+            time.sleep(2.0 * (attempt + 1))
+    raise AssertionError("unreachable")
