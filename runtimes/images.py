@@ -3,7 +3,9 @@
 `debootstrap` makes a minimal Debian root filesystem with Python, `docker
 import` turns it into an image, tagged by a content hash of everything
 that decides its contents (suite, variant, packages, this recipe's
-version), so a build is skipped when the same image exists.
+version), so a build is skipped when the same image exists. The image's
+one layer is also unpacked on disk (runtimes/rootfs.py): the local
+runtime's sandboxes run on the same files.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def build(name: str = DEFAULT_RECIPE, force: bool = False, log: Callable[[str], 
     client = docker_client()
     if image_exists(client, recipe_.tag) and not force:
         log(f"{recipe_.tag}: up to date")
+        _unpack(recipe_, client, log, force=False)
         return recipe_.tag
     if not shutil.which("debootstrap"):
         raise RuntimeUnavailable("building images needs debootstrap: run `apt-get install debootstrap`")
@@ -168,7 +171,15 @@ def build(name: str = DEFAULT_RECIPE, force: bool = False, log: Callable[[str], 
     finally:
         shutil.rmtree(work, ignore_errors=True)
     log(f"{recipe_.tag}: built")
+    _unpack(recipe_, client, log, force=True)
     return recipe_.tag
+
+
+def _unpack(recipe_: ImageRecipe, client, log: Callable[[str], None], force: bool) -> None:
+    # The local runtime's sandboxes run on the same files, unpacked.
+    from .rootfs import unpack
+
+    unpack(recipe_, client, log, force=force)
 
 
 def _apt_install(rootfs: str, suite: str, packages: tuple[str, ...]) -> None:

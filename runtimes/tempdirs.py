@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .host_processes import pid_alive
+from .rootfs import rootfs_cache
 from .staging import staging_root
 
 OWNED = re.compile(r"^sandgym-(?P<kind>[a-z][a-z-]*?)-(?P<pid>\d+)-[A-Za-z0-9_]+$")
@@ -45,13 +46,15 @@ def reap_tempdirs(include_live: bool = False, root: str | Path | None = None, ow
     except OSError:
         pass
     staging = staging_root() if root is None else base / f"sandgym-stage-{me}"
-    try:
-        for entry in os.scandir(staging):
-            m = STAGING_TMP.match(entry.name)
-            if m and entry.is_dir(follow_symlinks=False):
-                candidates.append((Path(entry.path), int(m["pid"])))
-    except OSError:
-        pass
+    # Half-written copies: of staged code, and of unpacked image roots (runtimes/rootfs.py).
+    for folder in (staging, *([rootfs_cache()] if root is None else [])):
+        try:
+            for entry in os.scandir(folder):
+                m = STAGING_TMP.match(entry.name)
+                if m and entry.is_dir(follow_symlinks=False):
+                    candidates.append((Path(entry.path), int(m["pid"])))
+        except OSError:
+            pass
     for path, pid in candidates:
         try:
             if os.lstat(path).st_uid != me:

@@ -94,6 +94,7 @@ def evaluate(
     pkg: Package, cand: Candidate, worker: Worker, runtime, repo_lock: threading.Lock, cfg: Settings
 ) -> Outcome:
     from sandgym.envs.swe_repo.assemble import Dropped, assemble, choose_level, mutated_files, read_texts
+    from sandgym.envs.swe_repo.audit import audit_task
     from sandgym.verifiers.swe_repo.host import verify
     from sandgym.verifiers.swe_repo.sandbox import run_tests
 
@@ -136,4 +137,9 @@ def evaluate(
         empty = verify(task, "", runtime)
         if empty.status != "NO":
             return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}", failing=f2p)
+    # No task ships with its answer or hidden tests within the agent's reach.
+    found = audit_task(task, runtime)
+    if found:
+        where = "; ".join(f"{f.kind} {f.file} at {f.where}" for f in found[:3])
+        return Outcome("reachable", detail=f"within the agent's reach: {where}", failing=f2p)
     return Outcome("kept", task, failing=f2p, diff_key=key)

@@ -1,6 +1,6 @@
 """The SWE family's CLI commands, mounted by the core CLI from the family
-table (`Family.cli_commands`): `sandgym tasks import swebench` and
-`sandgym tasks make-swe`.
+table (`Family.cli_commands`): `sandgym tasks import swebench`,
+`sandgym tasks make-swe` and `sandgym tasks audit`.
 
 Bad input is raised (a SandgymError or ValueError: SWEBenchError,
 FactoryError, RepoError, RuntimeUnavailable), and the core prints it as
@@ -153,3 +153,49 @@ def make_swe_cmd(
     if not made:
         raise FactoryError("no task survived validation")
     Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {out}")
+
+
+def audit_cmd(
+    tasks: str = typer.Argument(..., help="SWE task-set folder or bundled name (swe_repo/pypi-v1)."),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend whose agent sandboxes are searched."),
+    task_id: list[str] = typer.Option([], "--task-id", help="Only this task; repeat for more."),
+    json_out: Path | None = typer.Option(None, "--json", help="Write the report here as JSON."),
+):
+    """Search each task's agent sandbox for its answer (the fixed files, in any file, archive or git
+    object) and its hidden tests. Exits 1 when anything is within reach."""
+    import json
+
+    from rich.console import Console
+
+    from sandgym.runtimes import get_runtime
+    from sandgym.specs import TaskSet
+    from sandgym.specs.swe_repo import SWETaskPair
+
+    from .audit import audit_tasks
+
+    ts = TaskSet.load(tasks)
+    if ts.meta.family != "swe_repo":
+        raise TaskSpecError(f"{tasks}: `tasks audit` searches SWE tasks; this set is of family {ts.meta.family!r}")
+    chosen = [SWETaskPair.of(ts.get(i)) for i in task_id] if task_id else [SWETaskPair.of(t) for t in ts.tasks]
+    rt = get_runtime(runtime)
+    try:
+        with progress_bar() as progress:
+            bar = progress.add_task("auditing", total=len(chosen))
+            report = audit_tasks(chosen, rt, lambda done, total: progress.update(bar, completed=done, total=total))
+    finally:
+        rt.close()
+    data = report.to_json()
+    if json_out is not None:
+        json_out.write_text(json.dumps(data, indent=2) + "\n")
+    out = Console()
+    for kind in ("reachable_answers", "hidden_tests_visible"):
+        for row in data[kind]:
+            out.print(f"[red]{row['task']}[/]: {kind.replace('_', ' ')}: {row['where']} ({row['file']})")
+    found = len(data["reachable_answers"]) + len(data["hidden_tests_visible"])
+    out.print(
+        f"{data['tasks']} tasks audited on {runtime}: {len(data['reachable_answers'])} reachable answers, "
+        f"{len(data['hidden_tests_visible'])} hidden tests visible · {ts.hash}",
+        highlight=False,
+    )
+    if found:
+        raise typer.Exit(1)

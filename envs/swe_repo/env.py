@@ -173,6 +173,30 @@ def render_prompt(task: SWETaskPair, max_steps: int, command_timeout_s: float) -
     )
 
 
+def agent_spec(task: SWETaskPair, start: StartState, command_timeout_s: float, max_steps: int) -> SandboxSpec:
+    """The agent's sandbox of `task` (the audit, audit.py, searches one of these)."""
+    env = task.visible.environment
+    timeout = max(command_timeout_s, task.visible.timeout_s)
+    # Labelled by package, not task: tasks of one package share warm sandboxes.
+    base = sandbox_spec(env, timeout, start.size_bytes, "agent", task.visible.repo.name)
+    tools = Mount(source=str(stage_dir(Path(__file__).parent / "sandbox_tools")), target=TOOLS_DIR)
+    root = REPO_DIR if env.import_root in (".", "") else f"{REPO_DIR}/{env.import_root}"
+    return base.model_copy(
+        update={
+            "mounts": (*base.mounts, tools),
+            "wall_timeout_s": max_steps * (timeout + 30) + 600,
+            "env": {
+                "PATH": f"{VENV_DIR}/bin:/usr/local/bin:/usr/bin:/bin",
+                "PYTHONPATH": root,
+                "VIRTUAL_ENV": VENV_DIR,
+                "GIT_PAGER": "cat",
+                "PAGER": "cat",
+                "TERM": "dumb",
+            },
+        }
+    )
+
+
 class SWERepoEnv(SandgymEnv):
     """See the module docstring."""
 
@@ -319,26 +343,7 @@ class SWERepoEnv(SandgymEnv):
 
     def _agent_spec(self) -> SandboxSpec:
         assert self.task is not None and self._start is not None
-        env = self.task.visible.environment
-        timeout = max(self.command_timeout_s, self.task.visible.timeout_s)
-        # Labelled by package, not task: tasks of one package share warm sandboxes.
-        base = sandbox_spec(env, timeout, self._start.size_bytes, "agent", self.task.visible.repo.name)
-        tools = Mount(source=str(stage_dir(Path(__file__).parent / "sandbox_tools")), target=TOOLS_DIR)
-        root = REPO_DIR if env.import_root in (".", "") else f"{REPO_DIR}/{env.import_root}"
-        return base.model_copy(
-            update={
-                "mounts": (*base.mounts, tools),
-                "wall_timeout_s": self.max_steps * (timeout + 30) + 600,
-                "env": {
-                    "PATH": f"{VENV_DIR}/bin:/usr/local/bin:/usr/bin:/bin",
-                    "PYTHONPATH": root,
-                    "VIRTUAL_ENV": VENV_DIR,
-                    "GIT_PAGER": "cat",
-                    "PAGER": "cat",
-                    "TERM": "dumb",
-                },
-            }
-        )
+        return agent_spec(self.task, self._start, self.command_timeout_s, self.max_steps)
 
     def _run_tool(self, call: ToolCall) -> str:
         assert self._sandbox is not None and self.task is not None

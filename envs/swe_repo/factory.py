@@ -16,7 +16,9 @@ From one PyPI release to validated SWE tasks:
    usable tests of the same files; the issue comes from the failures
    (`assemble.py`, `issues.py`);
 6. validate with the verifier: the gold patch scores FULL and the empty
-   diff NO, twice each; anything else drops the task.
+   diff NO, twice each; anything else drops the task;
+7. audit it (`audit.py`): a task whose answer or hidden tests an agent
+   could find in its sandbox is dropped, with the place logged.
 
 This module holds the run over one package (`make_swe`, resumable through
 `journal.py`) and writes task sets.
@@ -78,6 +80,7 @@ WASTE = (
     "quoted",
     "duplicate",
     "invalid",
+    "reachable",
 )
 
 
@@ -385,7 +388,7 @@ class _Run:
             stats.wasted(out.kind)
             if out.kind == "broke_import":
                 self.broke |= cand.functions
-            if out.kind == "invalid":
+            if out.kind in ("invalid", "reachable"):
                 self.log(f"dropped {cand.task_id}: {out.detail}")
         if not combined and out.failing and out.kind not in NOT_COMBINED:
             self.failing[cand.key] = (cand.mutations[0], set(out.failing))

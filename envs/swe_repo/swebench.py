@@ -16,8 +16,12 @@ and built into a cached venv, as the task factory does. The package is
 not installed: its import root (`src` or the repository root) is put on
 the path, so packages that need compiling do not work here. Test ids must
 be pytest node ids. Every task is then validated with the verifier (the
-gold patch must score FULL, the unchanged start state must fail); tasks
-that do not are dropped and listed.
+gold patch must score FULL, the unchanged start state must fail) and
+audited (`sandgym tasks audit`: nothing of the fix within the agent's
+reach); tasks that fail are dropped and listed. The history is cut at
+`base_commit`: the agent's repository is one new commit of that tree, with
+no later commit, tag, branch, reflog, remote-tracking ref, stash or
+unreachable object of the source repository.
 
 **Export** (`sandgym tasks export SET --format swebench --out FILE`): one
 SWE-bench instance per task (`.json`: a JSON list; otherwise JSONL), the
@@ -364,7 +368,9 @@ def make_task(inst: Instance, envs: _Environments, work: Path) -> SWETaskPair:
 
 
 def validate_task(task: SWETaskPair, runtime: Runtime) -> list[str]:
-    """The gold patch must score FULL and the unchanged start state must not pass."""
+    """The gold patch must score FULL, the unchanged start state must not
+    pass, and neither the answer nor the hidden tests may be within the
+    agent's reach (audit.py)."""
     from sandgym.verifiers.swe_repo.host import verify
 
     problems = []
@@ -381,6 +387,11 @@ def validate_task(task: SWETaskPair, runtime: Runtime) -> list[str]:
         problems.append(
             f"the unchanged start state scored {empty.status} ({empty.outcome.value}); FAIL_TO_PASS must fail there"
         )
+    if not problems:
+        from .audit import audit_task
+
+        for f in audit_task(task, runtime)[:3]:
+            problems.append(f"within the agent's reach: {f.kind} {f.file} at {f.where}")
     return problems
 
 

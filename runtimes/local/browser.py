@@ -3,7 +3,8 @@ bubblewrap sandbox, in a cgroup with the limits.
 
 Playwright's wrapper drops to an unprivileged host user (as root), joins
 the cgroup, enters bubblewrap (new user, PID, network, IPC, UTS and mount
-namespaces; read-only /usr; tmpfs /tmp and HOME) and runs the launcher,
+namespaces; the chromium image's root filesystem read-only, as the
+docker runtime's browser sandbox sees it; tmpfs /tmp and HOME) and runs the launcher,
 which binds the app's socket on 127.0.0.1 inside that network namespace,
 forks the app, hides the state folder from the browser and execs Chromium.
 """
@@ -18,7 +19,7 @@ import shutil
 import signal
 import time
 
-from ..base import ETC_ALLOWED, Runtime, RuntimeUnavailable
+from ..base import Runtime, RuntimeUnavailable
 from ..browser import (
     EXIT_GRACE_S,
     LAUNCHER_DIR,
@@ -30,14 +31,15 @@ from ..browser import (
 )
 from ..cgroups import Cgroup, reap_groups
 from ..host_processes import children, command_name, environs, owner_gone, parent_of
+from ..rootfs import rootfs
 from ..staging import stage_bytes
-from .bwrap import default_drop_to, host_root_args
+from .bwrap import default_drop_to, image_root_args
 
 CHROMIUM = "/usr/lib/chromium/chromium"
 SANDBOX_PYTHON = "/usr/bin/python3"
 HOME = "/home/sandbox"
-# Extra /etc entries Chromium wants (fonts); nothing secret.
-ETC_BROWSER = ("fonts",)
+# The image the browser sandbox runs on, as on the docker runtime.
+IMAGE = "recipe:chromium"
 
 
 class LocalBrowserSandbox(BrowserSandbox):
@@ -54,9 +56,11 @@ class LocalBrowserSandbox(BrowserSandbox):
         bwrap = shutil.which("bwrap")
         if not bwrap:
             raise RuntimeUnavailable("the browser sandbox needs bubblewrap: run `apt-get install bubblewrap`")
-        if not os.access(CHROMIUM, os.X_OK):
+        self.root = rootfs(IMAGE)  # (raises, naming the command that unpacks it)
+        if not os.access(self.root / CHROMIUM.lstrip("/"), os.X_OK):
             raise RuntimeUnavailable(
-                f"the browser sandbox needs Chromium at {CHROMIUM}: run `apt-get install chromium`"
+                f"the browser sandbox's image has no Chromium at {CHROMIUM}: "
+                "run `sandgym images build chromium --force`"
             )
         if os.geteuid() == 0 and not shutil.which("setpriv"):
             raise RuntimeUnavailable("the browser sandbox as root needs setpriv: run `apt-get install util-linux`")
@@ -79,7 +83,7 @@ class LocalBrowserSandbox(BrowserSandbox):
             },
         )
         size = str(self.limits.disk_mb * 1024 * 1024)
-        a = host_root_args(self.bwrap, self.drop_to, (*ETC_ALLOWED, *ETC_BROWSER), etc)
+        a = image_root_args(self.bwrap, self.drop_to, self.root, etc)
         a += ["--proc", "/proc", "--dev", "/dev"]
         for tmpfs in ("/dev/shm", "/tmp", HOME):
             a += ["--size", size, "--tmpfs", tmpfs]

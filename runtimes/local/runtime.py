@@ -1,8 +1,9 @@
 """The `local` backend: Linux namespaces through bubblewrap, no daemon.
 
 Each sandbox is one bubblewrap process tree: new user, pid, net, ipc, uts
-and mount namespaces; the host's system folders (/usr and a few /etc files)
-read-only and nothing else of the host; tmpfs for the workspace and /tmp;
+and mount namespaces; the root filesystem of the spec's image
+(runtimes/rootfs.py: the files a Docker sandbox of the same image sees),
+read-only, and nothing of the host's own system; tmpfs for the workspace and /tmp;
 only `lo` for a network; rlimits from the spec; the in-sandbox agent as
 the one long-lived process. Run as root, the sandbox runs as an
 unprivileged host user (nobody by default), so even a namespace escape
@@ -29,7 +30,6 @@ from pathlib import Path
 
 from ..agent_client import AGENT_DIR, AGENT_FILES, SANDBOX_PATH, AgentChannel, AgentSandbox, agent_config
 from ..base import (
-    ETC_ALLOWED,
     WORKDIR,
     Runtime,
     RuntimeUnavailable,
@@ -38,9 +38,10 @@ from ..base import (
     SandboxSpec,
 )
 from ..host_processes import environs, kill_tree
+from ..rootfs import rootfs
 from ..staging import BOUNDARY_DIR, stage_dir, stage_files, staging_root
 from ..stock import STOCK_MAX_IDLE_S, Stock, prestart_setting, waiting
-from .bwrap import host_root_args
+from .bwrap import image_root_args
 
 SANDBOX_PYTHON = "/usr/bin/python3"
 READY_TIMEOUT_S = 30.0
@@ -239,11 +240,6 @@ class LocalRuntime(Runtime):
                 "run `apt-get install bubblewrap` (Debian/Ubuntu), or choose another --runtime"
             )
         self.bwrap = bwrap
-        if not os.path.exists(SANDBOX_PYTHON):
-            raise RuntimeUnavailable(
-                f"runtime 'local' runs the in-sandbox agent with {SANDBOX_PYTHON}, which is missing: "
-                "run `apt-get install python3`"
-            )
         # As root, sandboxes run as an unprivileged host user.
         self.drop_to: tuple[int, int] | None = None
         if os.geteuid() == 0:
@@ -267,20 +263,21 @@ class LocalRuntime(Runtime):
         self.prestart = prestart_setting(prestart, PRESTART_ENV)
         self._stock: Stock[_Spawned] | None = None
         self._stock_pid = -1
-        self._zygote: _BwrapProcess | None = None
+        # One zygote per image root (runtimes/rootfs.py) sandboxes were asked on.
+        self._zygotes: dict[Path, _BwrapProcess] = {}
         self._zygote_lock = threading.Lock()
         self._closed = False  # close() was called: warm_up() starts nothing
         self._pid = os.getpid()
 
     # -- bubblewrap ----------------------------------------------------------
 
-    def _bwrap_argv(self, spec: SandboxSpec, agent_cfg: dict, zygote: bool) -> list[str]:
+    def _bwrap_argv(self, spec: SandboxSpec, agent_cfg: dict, zygote: bool, root: Path) -> list[str]:
         mb = 1024 * 1024
-        a = host_root_args(self.bwrap, self.drop_to, ETC_ALLOWED, self.etc_dir)
+        a = image_root_args(self.bwrap, self.drop_to, root, self.etc_dir)
         a += ["--proc", "/proc", "--dev", "/dev"]
         if zygote:
             # Mount points only: each forked sandbox mounts its own tmpfs here.
-            a += ["--dir", "/tmp", "--dir", WORKDIR, "--dir", "/opt", "--ro-bind", str(staging_root()), STAGE_IN_ZYGOTE]
+            a += ["--ro-bind", str(staging_root()), STAGE_IN_ZYGOTE]
         else:
             a += [
                 "--size",
@@ -326,38 +323,44 @@ class LocalRuntime(Runtime):
             binds.append([f"{STAGE_IN_ZYGOTE}/{src.name}", m.target])
         return binds
 
-    def _get_zygote(self) -> _BwrapProcess:
+    def _get_zygote(self, root: Path | None = None) -> _BwrapProcess:
+        """The zygote of the image root `root` (default: the default image's)."""
+        root = root or rootfs(SandboxSpec().image)
         if self._pid != os.getpid():
             # A forked child shares the parent's channel to its zygote; two
             # processes on one channel would garble it. The child starts its own.
-            self._pid, self._zygote, self._zygote_lock = os.getpid(), None, threading.Lock()
+            self._pid, self._zygotes, self._zygote_lock = os.getpid(), {}, threading.Lock()
         with self._zygote_lock:
-            return self._live_zygote()
+            return self._live_zygote(root)
 
-    def _live_zygote(self) -> _BwrapProcess:
-        """The zygote, started (again) if it is not running; `_zygote_lock` held."""
-        z = self._zygote
+    def _live_zygote(self, root: Path) -> _BwrapProcess:
+        """The zygote of `root`, started (again) if it is not running; `_zygote_lock` held."""
+        z = self._zygotes.get(root)
         if z is not None and z.proc.poll() is None and not z.channel.broken:
             return z
         if z is not None:
             z.close(False)
         cfg = {"role": "zygote", "preload": ZYGOTE_PRELOAD}
-        z = _BwrapProcess(self._bwrap_argv(SandboxSpec(), cfg, zygote=True), "the local zygote")
+        z = _BwrapProcess(self._bwrap_argv(SandboxSpec(), cfg, zygote=True, root=root), "the local zygote")
         z.wait_ready("the local runtime's zygote sandbox")
-        self._zygote = z
+        self._zygotes[root] = z
         return z
 
     def warm_up(self) -> None:
-        """Start the zygote now (see Runtime.warm_up): about 0.1 s of another
-        process's start-up (bubblewrap, the agent's preloads) that the first
-        sandbox would otherwise wait for."""
+        """Start the default image's zygote now (see Runtime.warm_up): about
+        0.1 s of another process's start-up (bubblewrap, the agent's
+        preloads) that the first sandbox would otherwise wait for."""
         if not self.use_zygote or self._pid != os.getpid():
+            return
+        try:
+            root = rootfs(SandboxSpec().image)
+        except RuntimeUnavailable:  # create() reports it, naming the command that unpacks it
             return
         with self._zygote_lock:
             if self._closed:
                 return
             try:
-                self._live_zygote()
+                self._live_zygote(root)
             except (SandboxError, OSError):  # create() starts it again, and reports what fails
                 pass
 
@@ -367,7 +370,7 @@ class LocalRuntime(Runtime):
         the spec's lifetime); for any other, the first request goes out
         while it sets up and reads its `ready` first (a failed start fails
         that request)."""
-        z = self._get_zygote()
+        z = self._get_zygote(rootfs(spec.image))
         config = agent_config(spec)
         nest = {
             "workdir": spec.workdir,
@@ -477,6 +480,7 @@ class LocalRuntime(Runtime):
             )
         sid = f"sg-local-{uuid.uuid4().hex[:10]}"
         start = time.perf_counter()
+        root = rootfs(spec.image)  # (raises, naming the command that unpacks it)
         binds = self._zygote_binds(spec) if self.use_zygote else None
         if binds is not None:
             stock = self._local_stock()
@@ -484,7 +488,7 @@ class LocalRuntime(Runtime):
             if ready is not None:
                 return self._hand_out(ready, spec, time.perf_counter() - start, stocked=True)
             return self._hand_out(self._spawn(spec, binds, sid), spec, time.perf_counter() - start, stocked=False)
-        bw = _BwrapProcess(self._bwrap_argv(spec, agent_config(spec), zygote=False), f"sandbox {sid}")
+        bw = _BwrapProcess(self._bwrap_argv(spec, agent_config(spec), zygote=False, root=root), f"sandbox {sid}")
         bw.wait_ready(f"sandbox {sid}")
         info = SandboxInfo(backend="local", isolation="namespaces", id=sid, create_s=0.0, labels=dict(spec.labels))
         box = AgentSandbox(bw.channel, spec, info, bw.close, bw.stderr_text)
@@ -523,6 +527,6 @@ class LocalRuntime(Runtime):
             self._stock.close()
         with self._zygote_lock:
             self._closed = True
-            if self._zygote is not None:
-                self._zygote.close(False)
-                self._zygote = None
+            for z in self._zygotes.values():
+                z.close(False)
+            self._zygotes = {}

@@ -19,6 +19,7 @@ import pytest
 
 from sandgym.runtimes import RuntimeUnavailable, SandboxError, SandboxSpec, get_runtime
 from sandgym.runtimes.local.runtime import LocalRuntime
+from sandgym.runtimes.rootfs import ALWAYS, rootfs
 from tests.helpers import agent_host_pid
 
 
@@ -166,9 +167,12 @@ def test_host_is_read_only_and_mostly_invisible(box, tmp_path):
         assert r.exit_code != 0, target
     assert canary.read_text() == "untouched"
     assert not os.path.exists("/usr/evil") and not os.path.exists("/evil")
+    # The root is the image's (runtimes/rootfs.py, test_local_rootfs.py): the
+    # host's own folders are not there, and the image's /home, /srv, /mnt are empty.
     listing = box.exec(["ls", "/"]).text().split()
-    for hidden in ("root", "home", "work", "var", "srv", "mnt"):
-        assert hidden not in listing
+    assert set(listing) <= set(os.listdir(rootfs("host"))) | set(ALWAYS)
+    assert "work" not in listing
+    assert box.exec(["ls", "-A", "/home", "/srv", "/mnt"]).text().split() == ["/home:", "/mnt:", "/srv:"]
     assert box.exec(["cat", "/etc/shadow"]).exit_code != 0
 
 

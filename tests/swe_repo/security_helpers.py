@@ -19,10 +19,11 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from sandgym.outcomes import Outcome
+from sandgym.runtimes import SandboxSpec
 from sandgym.specs import TaskSet
 from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import git_env, start_state
-from sandgym.verifiers.swe_repo.sandbox import boundary_mount
+from sandgym.verifiers.swe_repo.sandbox import IMAGE, boundary_mount
 from sandgym.verifiers.swe_repo.sources import bundled_projects_dir, cache_dir
 from tests.helpers import sandbox_user_processes
 
@@ -58,7 +59,9 @@ def nothing_outside_changes(runtime):
     start_state(ROUNDING.visible)
     docker = getattr(runtime, "name", "") == "docker"
     if not docker:
-        runtime.create().close()  # the zygote is up before the baseline
+        # The zygotes (one per image: the default one's, the SWE image's) are up before the baseline.
+        runtime.create().close()
+        runtime.create(SandboxSpec(image=IMAGE)).close()
     watched = [
         bundled_projects_dir() / "billing",
         cache_dir() / "swe_start" / start_state(ROUNDING.visible).key,

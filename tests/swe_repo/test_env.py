@@ -12,6 +12,8 @@ from gymnasium.utils.env_checker import check_env
 import sandgym  # noqa: F401  (registers the envs)
 from sandgym.envs.swe_repo.actions import ActionError, parse_action
 from sandgym.envs.swe_repo.env import SWERepoEnv
+from sandgym.runtimes import SandboxSpec
+from sandgym.verifiers.swe_repo.sandbox import IMAGE
 from tests.helpers import unwrapped
 
 TASK = "billing/tax-on-gross"
@@ -233,7 +235,7 @@ def test_a_sandbox_lost_before_the_submit_is_env_error(bwrap_runtime):
 
 
 def test_check_env_and_no_leaked_sandboxes(runtime):
-    runtime.create().close()  # the zygote is up before the baseline
+    runtime.create(SandboxSpec(image=IMAGE)).close()  # the SWE image's zygote is up before the baseline
     before = descendants()
     env = gym.make("sandgym/SWERepo-v0", runtime=runtime, max_steps=3)
     check_env(env.unwrapped, skip_render_check=True)

@@ -163,6 +163,13 @@ def build_history(root: Path) -> tuple[Path, list[dict]]:
         patch = git(repo, "diff", "--", "inflection")
         test_patch = git(repo, "diff", "--", TESTS)
         git(repo, "commit", "-q", "-am", f"{name}: fix the regression (#{i + 1})")
+        # Everything a clone may hold beyond the base commit: a tag, a branch,
+        # a remote-tracking ref, a stash (the fix again), a reflog.
+        git(repo, "tag", f"fixed-{name}")
+        git(repo, "branch", f"future-{name}")
+        git(repo, "update-ref", f"refs/remotes/origin/fix-{name}", "HEAD")
+        (repo / TESTS).write_text((repo / TESTS).read_text() + f"\n# stashed work on {name}\n")
+        git(repo, "stash", "-q")
         rows.append(
             {
                 "repo": REPO,
@@ -199,6 +206,25 @@ def test_the_repository_has_a_future_beyond_each_base_commit(made):
     assert all(r["base_commit"] != head for r in made["rows"])
     # The upstream history holds every fix; the task's start state must not.
     assert git(repo, "rev-list", "--count", "HEAD").strip() == str(1 + 2 * len(BUGS))
+
+
+def test_the_history_is_cut_at_the_base_commit(made, runtime):
+    """The clone holds every fix (tags, branches, remote-tracking refs, a
+    stash, the reflog); the import validated and audited every instance and
+    dropped none, and the audit of the imported set finds nothing: the
+    agent's repository holds the base commit's tree and nothing after it."""
+    from sandgym.envs.swe_repo.audit import audit_tasks
+
+    repo = made["repo"]
+    assert len(git(repo, "tag").split()) == len(BUGS)
+    assert len(git(repo, "stash", "list").splitlines()) == len(BUGS)
+    assert git(repo, "for-each-ref", "refs/remotes").count("\n") == len(BUGS)
+    assert made["dropped"] == []
+    report = audit_tasks([SWETaskPair.of(t) for t in made["set"].tasks], runtime)
+    assert report.to_json() == {"tasks": len(BUGS), "reachable_answers": [], "hidden_tests_visible": []}
+    # ...and the audit would have found the fix: the fixed module is in the clone's objects.
+    fixed = git(repo, "show", f"fixed-{BUGS[0][0]}:{MODULE}")
+    assert BUGS[0][1] in fixed
 
 
 def test_import_validates_every_instance_and_keeps_the_commit(made, runtime):
