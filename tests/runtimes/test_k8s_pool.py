@@ -145,3 +145,48 @@ def test_pool_settings_errors(k8s_cluster, monkeypatch):
     monkeypatch.setenv(POOL_RATE_ENV, "0")
     with pytest.raises(ValueError, match=f"{POOL_RATE_ENV}='0'"):
         KubernetesRuntime()
+
+
+def test_small_mounts_are_configmaps_made_once_per_content(k8s_cluster, tmp_path):
+    """A small folder is one immutable, content-addressed ConfigMap the
+    kubelet projects read-only into each pod: no init container, no copy
+    per pod; the same content in another folder is the same ConfigMap."""
+    from sandgym.runtimes import Mount
+    from sandgym.runtimes.k8s.mounts import MOUNT_LABEL
+    from sandgym.runtimes.k8s.runtime import KubernetesRuntime
+
+    for name in ("a", "b"):
+        (tmp_path / name / "pkg").mkdir(parents=True)
+        (tmp_path / name / "pkg" / "mod.py").write_text("VALUE = 42\n")
+        (tmp_path / name / "run.sh").write_text("#!/bin/sh\necho ran\n")
+        (tmp_path / name / "run.sh").chmod(0o755)
+    rt = KubernetesRuntime(pool=0)
+    try:
+        names = set()
+        for name in ("a", "b"):
+            spec = SandboxSpec(mounts=[Mount(source=str(tmp_path / name), target="/opt/data")])
+            with rt.create(spec) as sb:
+                pod = rt.core.read_namespaced_pod(sb.info.id, rt.namespace)
+                assert not pod.spec.init_containers
+                vol = next(v for v in pod.spec.volumes if v.name == "mount-0")
+                assert vol.config_map is not None and vol.empty_dir is None
+                names.add(vol.config_map.name)
+                r = sb.exec(
+                    ["sh", "-c", "cd /opt/data && python3 -c 'import pkg.mod; print(pkg.mod.VALUE)' && ./run.sh"]
+                )
+                assert r.stdout == b"42\nran\n", r
+                for attempt in ("echo x > /opt/data/pkg/mod.py", "echo x > /opt/data/new.py", "mkdir /opt/data/d"):
+                    assert sb.exec(["sh", "-c", attempt]).exit_code != 0, attempt
+        assert len(names) == 1
+        cm = rt.core.read_namespaced_config_map(names.pop(), rt.namespace)
+        assert cm.immutable and cm.metadata.labels == {MOUNT_LABEL: "1"}
+        # Changed content: another ConfigMap, and the pod sees the new content.
+        (tmp_path / "a" / "pkg" / "mod.py").write_text("VALUE = 7\n")
+        spec = SandboxSpec(mounts=[Mount(source=str(tmp_path / "a"), target="/opt/data")])
+        with rt.create(spec) as sb:
+            r = sb.exec(
+                ["python3", "-c", "import sys; sys.path.insert(0, '/opt/data'); import pkg.mod; print(pkg.mod.VALUE)"]
+            )
+            assert r.stdout == b"7\n", r
+    finally:
+        rt.close()
