@@ -190,3 +190,31 @@ def test_small_mounts_are_configmaps_made_once_per_content(k8s_cluster, tmp_path
             assert r.stdout == b"7\n", r
     finally:
         rt.close()
+
+
+def test_close_leaves_no_pool_pod(k8s_cluster):
+    """close() deletes the pods waiting in the pool and those handed out; none is left running."""
+    from sandgym.runtimes.k8s.runtime import KubernetesRuntime
+
+    rt = KubernetesRuntime("runc", pool=3, pool_max=3)
+    rt.warm(SPEC, 3)
+    wait_until(lambda: rt.pooled(SPEC) >= 3, "three warm pods")
+    held = rt.create(SPEC)
+    made = rt.pool_pods() | {held.info.id}
+    assert len(made) >= 3
+    rt.close()
+
+    def left() -> list[str]:
+        out = []
+        for name in made:
+            try:
+                pod = rt.core.read_namespaced_pod(name, rt.namespace)
+            except Exception as e:
+                assert getattr(e, "status", None) == 404, e
+                continue
+            if not pod.metadata.deletion_timestamp:
+                out.append(name)
+        return out
+
+    assert left() == []
+    wait_until(lambda: all(rt.watcher.gone(n) for n in made), "the pods to be gone")
