@@ -249,7 +249,7 @@ class PodBrowserSandbox(BrowserSandbox):
         maps = [rt.mount_maps.get(src) for src in sources]
         template = self.manifest("", maps)
         template["metadata"]["annotations"] = {"sandgym.labels": json.dumps({"role": "browser"})}
-        pods = browser_pods(rt)
+        pods = rt.browser_pool()
         name = pods.claim(template, sources) if pods is not None else make_browser_pod(rt, template, sources)
         self.pod = name
         threading.Thread(target=self._watch, args=(name,), name="sandgym-browser-pod-watch", daemon=True).start()
@@ -435,8 +435,7 @@ def make_browser_pod(rt: KubernetesRuntime, template: dict[str, Any], sources: l
     pod["metadata"]["labels"] = pod_labels(LIFETIME_S + idle_s)
     if idle_s:
         pod["metadata"]["labels"][POOL_LABEL] = "1"
-        with rt.pool_lock:
-            rt._ahead.add(name)
+        rt.made_ahead(name, True)
     try:
         rt.core.create_namespaced_pod(rt.namespace, pod)
     except Exception as e:
@@ -514,8 +513,7 @@ class BrowserPods:
         waiting_pod = self.stock.take(SandboxSpec(), variant)
         if waiting_pod is not None:
             self.stock.claimed(True, time.perf_counter() - t0)
-            with self.rt.pool_lock:
-                self.rt._ahead.discard(waiting_pod.name)
+            self.rt.made_ahead(waiting_pod.name, False)
             return waiting_pod.name
         name = make_browser_pod(self.rt, template, sources)
         self.stock.claimed(False, time.perf_counter() - t0)
@@ -523,13 +521,3 @@ class BrowserPods:
 
     def close(self) -> None:
         self.stock.close()
-
-
-def browser_pods(rt: KubernetesRuntime) -> BrowserPods | None:
-    """The runtime's browser-pod pool (made at first use), or None when its pool is off."""
-    if not rt.pool:
-        return None
-    with rt.pool_lock:
-        if rt.browser_pods is None:
-            rt.browser_pods = BrowserPods(rt)
-        return rt.browser_pods

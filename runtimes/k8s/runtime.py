@@ -266,11 +266,30 @@ class KubernetesRuntime(Runtime):
             return self._stock.count()
         return self._stock.ready_count(spec, self.image_of(spec.image))
 
+    def made_ahead(self, name: str, ahead: bool) -> None:
+        """Note a pod as made ahead for the pool (True) or as handed to a caller (False)."""
+        with self.pool_lock:
+            if ahead:
+                self._ahead.add(name)
+            else:
+                self._ahead.discard(name)
+
     def pool_pods(self) -> set[str]:
         """Names of the pods made ahead that no caller got (waiting, starting, or being deleted)."""
         with self.pool_lock:
             self._ahead = {sid for sid in self._ahead if not self.watcher.gone(sid)}
             return set(self._ahead)
+
+    def browser_pool(self) -> Any:
+        """The pool of browser pods (browser.BrowserPods), made at first use; None when the pool is off."""
+        if not self.pool:
+            return None
+        from .browser import BrowserPods
+
+        with self.pool_lock:
+            if self.browser_pods is None:
+                self.browser_pods = BrowserPods(self)
+            return self.browser_pods
 
     def pool_metrics(self) -> dict:
         return self._stock.metrics() if self._stock is not None else {}
@@ -314,8 +333,7 @@ class KubernetesRuntime(Runtime):
     def _hand_out(self, started: _Started, spec: SandboxSpec, claim_s: float) -> AgentSandbox:
         """The sandbox object over a started pod (its one and only user)."""
         sid, bridge, channel = started.sid, started.bridge, started.channel
-        with self.pool_lock:
-            self._ahead.discard(sid)
+        self.made_ahead(sid, False)
         info = SandboxInfo(backend="k8s", isolation=self.isolation, id=sid, create_s=claim_s, labels=dict(spec.labels))
         timer = None
         if started.stocked:
@@ -370,8 +388,7 @@ class KubernetesRuntime(Runtime):
         manifest = pod_manifest(spec, sid, image, config, self.runtime_class, self.node, labels, extra_s, maps)
         manifest["metadata"]["annotations"] = annotations
         if stocked:
-            with self.pool_lock:
-                self._ahead.add(sid)
+            self.made_ahead(sid, True)
         try:
             self.core.create_namespaced_pod(self.namespace, manifest)
         except Exception as e:
