@@ -200,6 +200,20 @@ print(json.dumps({"wall": wall, "passed": sum(v.outcome == "passed" for v in ver
 """
 
 
+def settle(timeout_s: float = 120.0) -> None:
+    """Wait until the namespace holds no pod (the last run's deletions done), so
+    that one runtime's teardown does not load the next one's clock."""
+    from kubernetes import client
+
+    from sandgym.runtimes.k8s.api import load_client
+    from sandgym.runtimes.k8s.runtime import DEFAULT_NAMESPACE
+
+    core = client.CoreV1Api(load_client())
+    deadline = time.monotonic() + timeout_s
+    while core.list_namespaced_pod(DEFAULT_NAMESPACE).items and time.monotonic() < deadline:
+        time.sleep(0.5)
+
+
 def part_humaneval(rounds: int, figures: dict) -> None:
     _, task_dir, _ = humaneval_workdir("sandgym-bench-k8s-")
     n = default_concurrency()
@@ -215,6 +229,7 @@ def part_humaneval(rounds: int, figures: dict) -> None:
                 )
                 if out.returncode != 0:
                     raise SystemExit(f"{name}: {out.stderr[-2000:]}")
+                settle()
                 res = json.loads(out.stdout.strip().splitlines()[-1])
                 walls.setdefault(name, []).append(res["wall"])
                 print(f"round {r + 1} {name}: {res['wall']:.1f} s, {res['passed']}/164 passed ({load()})", flush=True)
