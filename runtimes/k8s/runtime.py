@@ -31,8 +31,8 @@ POOL_RATE starts per second, at most POOL_MAX pods waiting in all; each
 spec's share grows with the claims it sees (Little's law). Pool pods carry
 the `sandgym.pool` label besides the owner/expiry ones `sandgym gc` reads;
 a pool pod that dies (the watch sees it end or go) is dropped and
-replaced, never handed out. Readiness comes from one watch per runtime
-(watch.py), not from polling.
+replaced, never handed out. Readiness comes from one watch per namespace
+in the process (watch.py), not from polling.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from .api import (
 from .attach import AttachBridge
 from .mounts import MountMaps
 from .pods import POOL_LABEL, RUN_ID, RUN_LABEL, mounts_tar, network_policy, pod_labels, pod_manifest
-from .watch import PodWatcher
+from .watch import PodWatcher, shared_watcher
 
 READY_TIMEOUT_S = 120.0
 NAMESPACE_ENV = "SANDGYM_K8S_NAMESPACE"
@@ -158,7 +158,7 @@ class KubernetesRuntime(Runtime):
         self._check_cluster(client)
         self._open: weakref.WeakSet[AgentSandbox] = weakref.WeakSet()
         self._agent_source = AGENT_SOURCE.read_bytes()
-        self.watcher = PodWatcher(load_client(kubeconfig), self.namespace, f"{RUN_LABEL}={RUN_ID}")
+        self.watcher = shared_watcher(kubeconfig, self.namespace, f"{RUN_LABEL}={RUN_ID}")
         self._deleter = _Deleter(self.core, self.namespace)
         self.mount_maps = MountMaps(self.core, self.namespace)
         self.label = "k8s" if isolation == "runc" else f"k8s:{'gvisor' if isolation == 'runsc' else isolation}"

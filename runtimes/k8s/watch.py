@@ -1,7 +1,8 @@
 """Pod readiness from one watch, not from polling.
 
-One thread per runtime lists then watches the pods of this process's run
-(the `sandgym.run` label) in its namespace and keeps the newest object of
+One thread per cluster and namespace in a process (`shared_watcher`: the
+runtimes of a process share it) lists then watches the pods of this
+process's run (the `sandgym.run` label) in that namespace and keeps the newest object of
 each; waiters block on a condition that every event wakes. A pod that is
 deleted, or whose watch event says so, is marked gone, so a pool never
 hands it out. When the watch breaks (the API server's timeout, a 410
@@ -23,6 +24,25 @@ from .api import kubernetes_client
 WATCH_TIMEOUT_S = 300
 # Between failed lists (the API server is down): a watch must not spin.
 RETRY_S = 1.0
+# Names of deleted pods remembered (a long run deletes many; the oldest are forgotten).
+GONE_KEPT = 50000
+
+
+_shared: dict[tuple[str, str, str], PodWatcher] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_watcher(kubeconfig: str | None, namespace: str, selector: str) -> PodWatcher:
+    """The process's watcher of `namespace` on the cluster `kubeconfig` names (made at first use)."""
+    import os
+
+    from .api import load_client
+
+    key = (kubeconfig or os.environ.get("KUBECONFIG") or "", namespace, selector)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = PodWatcher(load_client(kubeconfig), namespace, selector)
+        return _shared[key]
 
 
 class PodWatcher:
@@ -33,7 +53,7 @@ class PodWatcher:
         self.namespace = namespace
         self.selector = selector
         self._pods: dict[str, Any] = {}
-        self._gone: set[str] = set()
+        self._gone: dict[str, None] = {}  # insertion-ordered: the oldest forgotten first
         self._cond = threading.Condition()
         self._synced = False
         self._stopped = False
@@ -54,8 +74,7 @@ class PodWatcher:
                 with self._cond:
                     names = {p.metadata.name for p in listing.items}
                     for name in set(self._pods) - names:  # deleted while we were not watching
-                        self._gone.add(name)
-                        del self._pods[name]
+                        self._mark_gone(name)
                     for p in listing.items:
                         self._pods[p.metadata.name] = p
                     self._synced = True
@@ -75,8 +94,7 @@ class PodWatcher:
                     name = pod.metadata.name
                     with self._cond:
                         if event["type"] == "DELETED":
-                            self._pods.pop(name, None)
-                            self._gone.add(name)
+                            self._mark_gone(name)
                         else:
                             self._pods[name] = pod
                         self._cond.notify_all()
@@ -89,6 +107,12 @@ class PodWatcher:
                 if self._stopped:
                     return
                 time.sleep(RETRY_S)
+
+    def _mark_gone(self, name: str) -> None:  # (lock held)
+        self._pods.pop(name, None)
+        self._gone[name] = None
+        while len(self._gone) > GONE_KEPT:
+            del self._gone[next(iter(self._gone))]
 
     def pod(self, name: str):
         """The newest object seen of this pod (None: not seen, or gone)."""
@@ -132,7 +156,7 @@ class PodWatcher:
                     except Exception as e:
                         fresh = None
                         if getattr(e, "status", None) == 404 and pod is not None:
-                            self._gone.add(name)
+                            self._mark_gone(name)
                     finally:
                         self._cond.acquire()
                     if fresh is not None and (pod is None or _newer(fresh, pod)):
@@ -143,7 +167,7 @@ class PodWatcher:
     def forget(self, name: str) -> None:
         with self._cond:
             self._pods.pop(name, None)
-            self._gone.discard(name)
+            self._gone.pop(name, None)
 
     def stop(self) -> None:
         self._stopped = True
