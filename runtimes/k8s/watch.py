@@ -56,19 +56,13 @@ class PodWatcher:
         self._gone: dict[str, None] = {}  # insertion-ordered: the oldest forgotten first
         self._cond = threading.Condition()
         self._synced = False
-        self._stopped = False
-        self._listeners: list[Callable[[str], None]] = []
         self._thread = threading.Thread(target=self._run, name="sandgym-k8s-watch", daemon=True)
         self._thread.start()
-
-    def on_change(self, fn: Callable[[str], None]) -> None:
-        """Call fn(pod name) after each event (from the watch thread; must be quick)."""
-        self._listeners.append(fn)
 
     def _run(self) -> None:
         from kubernetes import watch
 
-        while not self._stopped:
+        while True:
             try:
                 listing = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
                 with self._cond:
@@ -87,9 +81,6 @@ class PodWatcher:
                     resource_version=listing.metadata.resource_version,
                     timeout_seconds=WATCH_TIMEOUT_S,
                 ):
-                    if self._stopped:
-                        w.stop()
-                        break
                     pod = event["object"]
                     name = pod.metadata.name
                     with self._cond:
@@ -98,14 +89,7 @@ class PodWatcher:
                         else:
                             self._pods[name] = pod
                         self._cond.notify_all()
-                    for fn in list(self._listeners):
-                        try:
-                            fn(name)
-                        except Exception:
-                            pass
             except Exception:
-                if self._stopped:
-                    return
                 time.sleep(RETRY_S)
 
     def _mark_gone(self, name: str) -> None:  # (lock held)
@@ -163,14 +147,6 @@ class PodWatcher:
                         self._pods[name] = fresh
                     continue
                 self._cond.wait(min(deadline - now, 1.0))
-
-    def forget(self, name: str) -> None:
-        with self._cond:
-            self._pods.pop(name, None)
-            self._gone.pop(name, None)
-
-    def stop(self) -> None:
-        self._stopped = True
 
 
 def _newer(a, b) -> bool:
