@@ -36,13 +36,10 @@ def pooled(k8s_cluster, request):
 
 
 def waiting_pods(rt) -> list[str]:
-    """The pool's waiting pods, oldest first (what the stock holds for SPEC)."""
-    from sandgym.runtimes.k8s.pods import POOL_LABEL
-
-    pods = rt.core.list_namespaced_pod(rt.namespace, label_selector=f"{POOL_LABEL}=1").items
-    ahead = rt.pool_pods()
-    live = [p for p in pods if p.metadata.name in ahead and not p.metadata.deletion_timestamp]
-    return [p.metadata.name for p in sorted(live, key=lambda p: p.metadata.creation_timestamp)]
+    """The pool's waiting pods for SPEC, in the order it hands them out (the stock's queue)."""
+    stock = rt._stock
+    with stock._cond:
+        return [s.sid for s in stock._ready.get(stock.key(SPEC, rt.image_of(SPEC.image)), ())]
 
 
 def test_warm_pods_are_handed_out_once_oldest_first(pooled):
