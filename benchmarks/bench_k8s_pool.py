@@ -104,8 +104,12 @@ def part_claim(n: int, figures: dict) -> None:
             took = fill(rt, spec, n)
             print(f"{name}: pool of {n} filled in {took:.1f} s ({n / took:.1f} pods/s)")
             waits, boxes = claim_at_once(rt, n)
-            warm = sum(1 for b in boxes if b.exec(["true"]).exit_code == 0)
+            answers = [b.exec(["true"]) for b in boxes]
+            warm = sum(1 for r in answers if r.exit_code == 0)
             print(f"{name} warm claim:  {ms_row(waits)}; {warm}/{n} answered")
+            failed = [r for r in answers if r.exit_code != 0]
+            if failed:
+                print(f"  first failure: exit {failed[0].exit_code}: {failed[0].stderr[-300:]!r}")
             figures[f"{name}_claim"] = {"p50_ms": 1000 * pct(waits, 50), "p99_ms": 1000 * pct(waits, 99)}
             for b in boxes:
                 b.close()
