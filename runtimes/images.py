@@ -60,8 +60,11 @@ RECIPES = {
     r.name: r
     for r in (
         ImageRecipe("python"),
-        # Applying diffs, and an agent that uses git.
-        ImageRecipe("python-git", packages=("python3", "git")),
+        # Applying diffs, and an agent that uses git; `patch` for SWE-bench's
+        # own apply chain (the red team's swebench target); gettext for the
+        # projects whose tests run xgettext/msgfmt (humanize), which the
+        # local runtime no longer takes from the host.
+        ImageRecipe("python-git", packages=("python3", "git", "patch", "gettext")),
         # The base of the OpenEnv server image (sandgym/serve_image.py): its
         # sessions' sandboxes are bubblewrap namespaces inside the container.
         ImageRecipe("python-bwrap", packages=("python3", "bubblewrap")),

@@ -21,7 +21,11 @@ What it assumes:
   over on a fresh sandbox (its work lost);
 - the warm pool must cover the creates asked for within one cold-create
   time (P99 of the arrivals in any window that long), so no task waits
-  for a cold create;
+  for a cold create. The cold-create time is the P95 of the run's records,
+  or, given a Prometheus exposition of a run or server (`--metrics`), of
+  its `sandgym_sandbox_creation_seconds` histogram: with a warm pool on,
+  the records hold claims (fast) and only the metrics hold what creating
+  a sandbox costs;
 - CPU and memory are the sandboxes' limits (cpus, memory_mb), times the
   P99 count.
 """
@@ -229,6 +233,64 @@ def erlang_c(servers: int, offered: float) -> float:
     return top / (total + top)
 
 
+def histogram_quantile(buckets: list[tuple[float, float]], q: float) -> float | None:
+    """The q-quantile (0-1) of a Prometheus histogram from its cumulative
+    (upper bound, count) buckets, interpolated linearly inside a bucket as
+    Prometheus's histogram_quantile does; None when it counted nothing."""
+    buckets = sorted(buckets)
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                return lower  # past the last finite bound: its bound is all that is known
+            inside = count - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, count
+    return lower
+
+
+def pool_figures(exposition: str) -> dict[str, Any]:
+    """What a warm pool is sized from, read from a Prometheus exposition
+    (`sandgym eval --metrics-port`, `sandgym serve`'s /metrics): per backend,
+    the creation P50/P95 (sandgym_sandbox_creation_seconds), the claims and
+    their P50/P99 by launch type (sandgym_sandbox_claim_seconds) and the
+    share served warm."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    creation: dict[str, list[tuple[float, float]]] = {}
+    claims: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if not sample.name.endswith("_bucket"):
+                continue
+            le = float(sample.labels.get("le", "inf"))
+            backend = sample.labels.get("backend", "?")
+            if family.name == "sandgym_sandbox_creation_seconds":
+                creation.setdefault(backend, []).append((le, sample.value))
+            elif family.name == "sandgym_sandbox_claim_seconds":
+                claims.setdefault((backend, sample.labels.get("launch_type", "?")), []).append((le, sample.value))
+    out: dict[str, Any] = {}
+    for backend in sorted(set(creation) | {b for b, _ in claims}):
+        fig: dict[str, Any] = {}
+        if backend in creation:
+            fig["creation_p50_s"] = histogram_quantile(creation[backend], 0.5)
+            fig["creation_p95_s"] = histogram_quantile(creation[backend], 0.95)
+        total = 0.0
+        for launch in ("warm", "cold"):
+            b = claims.get((backend, launch), [])
+            n = max((c for _, c in b), default=0.0)
+            total += n
+            fig[f"claims_{launch}"] = int(n)
+            fig[f"claim_{launch}_p50_s"] = histogram_quantile(b, 0.5)
+            fig[f"claim_{launch}_p99_s"] = histogram_quantile(b, 0.99)
+        fig["hit_ratio"] = fig["claims_warm"] / total if total else None
+        out[backend] = fig
+    return out
+
+
 def plan(
     rate_per_min: float | None = None,
     occupancy_s: float | None = None,
@@ -244,7 +306,10 @@ def plan(
     node_loss_per_h: float = 0.0,
     nodes: int = 8,
     retry_p: float | None = None,
+    create_s: float | None = None,
 ) -> tuple[Plan, dict[str, Any]]:
+    """`create_s`: the cold-create seconds the warm pool must cover (default:
+    the P95 of the records' create times)."""
     measured: dict[str, Any] = {}
     occupancy: list[float] | float
     if records:
@@ -264,8 +329,9 @@ def plan(
         occupancy, mean_occ, source = occupancy_s, occupancy_s, "rates"
     if rate_per_min is None or rate_per_min <= 0:
         raise ValueError("give --rate (tasks per minute): the run's own rate is unknown")
-    creates = measured.get("create_s") or []
-    create_s = float(np.percentile(creates, 95)) if creates else 0.0
+    if create_s is None:
+        creates = measured.get("create_s") or []
+        create_s = float(np.percentile(creates, 95)) if creates else 0.0
     rp = retry_p if retry_p is not None else float(measured.get("retry_p", 0.0))
     sim = simulate(
         rate_per_min,

@@ -27,6 +27,13 @@ needs no network into the pod. The relay carries MARKER_ENV, so
 `process_ids()`, `kill()` and `sandgym gc` find it; a thread watches the
 pod and kills the relay when the pod stops (so Playwright sees the browser gone).
 
+Warm browser pods: with the runtime's pool on (SANDGYM_K8S_POOL), pods of
+an app whose browser sandbox repeats are made ahead (staged, app and
+browser containers running) by the shared stock (runtimes/stock.py), one
+stock per runtime keyed by the pod's manifest and staged folders; each
+pod is handed out once, deleted after use, and dropped if the watch sees
+it end while it waits.
+
 Chromium's own sandbox is off (the RuntimeDefault seccomp profile refuses
 its user namespaces); the pod (under gVisor, its kernel) is the boundary,
 and the app is another user in another container.
@@ -34,6 +41,7 @@ and the app is another user in another container.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shlex
@@ -41,13 +49,15 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..base import Runtime, SandboxError
+from ..base import Runtime, SandboxError, SandboxSpec
 from ..browser import LAUNCHER_DIR, MARKER_ENV, STATE_IN_SANDBOX, AppSpec, BrowserLimits, BrowserSandbox
 from ..host_processes import environs
 from .api import api_message, container_running, init_done, pod_problem, pod_statuses
-from .pods import REQUESTS, hardened_pod, mounts_tar, pod_labels, secure_context, stager_container
+from .pods import POOL_LABEL, REQUESTS, hardened_pod, mounts_tar, pod_labels, secure_context, stager_container
+from .watch import PodWatcher
 
 if TYPE_CHECKING:
     from .runtime import KubernetesRuntime
@@ -153,7 +163,8 @@ class PodBrowserSandbox(BrowserSandbox):
         env = {"HOME": HOME, "LANG": "C.UTF-8", "TMPDIR": "/tmp", "PATH": "/usr/bin:/bin"}
         return [{"name": k, "value": v} for k, v in env.items()]
 
-    def manifest(self, name: str) -> dict[str, Any]:
+    def manifest(self, name: str, maps: list | None = None) -> dict[str, Any]:
+        """The pod; `maps`: per staged folder, the ConfigMap holding it (mounts.py), or None: copied in."""
         lim = self.limits
         disk = f"{lim.disk_mb}Mi"
         _, targets = self._staged()
@@ -162,7 +173,11 @@ class PodBrowserSandbox(BrowserSandbox):
             # Memory-backed: a tmpfs's size is a hard limit (a disk emptyDir's is checked after the fact).
             return {"name": vol, "emptyDir": {"medium": "Memory", "sizeLimit": size}}
 
-        volumes = [{"name": f"mount-{i}", "emptyDir": {}} for i in range(len(targets))]
+        maps = maps or [None] * len(targets)
+        volumes = [
+            maps[i].volume(f"mount-{i}") if maps[i] is not None else {"name": f"mount-{i}", "emptyDir": {}}
+            for i in range(len(targets))
+        ]
         volumes += [
             memory_dir("state", disk),
             memory_dir("app-tmp", "64Mi"),
@@ -211,13 +226,13 @@ class PodBrowserSandbox(BrowserSandbox):
                 {"name": "shm", "mountPath": "/dev/shm"},
             ],
         }
-        stage = [{"name": f"mount-{i}", "mountPath": f"/stage/{i}"} for i in range(len(targets))]
+        stage = [{"name": f"mount-{i}", "mountPath": f"/stage/{i}"} for i in range(len(targets)) if maps[i] is None]
         pod = hardened_pod(
             name,
             pod_labels(LIFETIME_S),
             volumes,
             [app, browser],
-            [stager_container(self._image(), stage)],
+            [stager_container(self._image(), stage)] if stage else [],
             self.runtime.runtime_class,
             self.runtime.node,
             LIFETIME_S + 60,
@@ -230,33 +245,22 @@ class PodBrowserSandbox(BrowserSandbox):
 
     def _prepare(self) -> None:
         rt = self.runtime
-        name = f"sg-browser-{uuid.uuid4().hex[:10]}"
-        try:
-            rt.core.create_namespaced_pod(rt.namespace, self.manifest(name))
-        except Exception as e:
-            raise SandboxError(f"could not create browser pod {name}: {api_message(e)}") from e
-        self.pod = name
         sources, _ = self._staged()
-        rt.wait_pod(name, lambda p: container_running(p, "stage", init=True), "its init container to start")
-        rt.stage_mounts_into(name, mounts_tar(sources))
-        rt.wait_pod(
-            name,
-            lambda p: init_done(p, "stage") and all(container_running(p, c) for c in ("app", "browser")),
-            "its app and browser containers to start",
-        )
+        maps = [rt.mount_maps.get(src) for src in sources]
+        template = self.manifest("", maps)
+        template["metadata"]["annotations"] = {"sandgym.labels": json.dumps({"role": "browser"})}
+        pods = rt.browser_pool()
+        name = pods.claim(template, sources) if pods is not None else make_browser_pod(rt, template, sources)
+        self.pod = name
         threading.Thread(target=self._watch, args=(name,), name="sandgym-browser-pod-watch", daemon=True).start()
 
     def _watch(self, name: str) -> None:
         """When the pod or one of its containers ends (an OOM kill), end the relay that
         stands for Chromium: Playwright learns that the browser is gone only from its pipes."""
-        while not self._stop.wait(WATCH_INTERVAL_S):
-            try:
-                pod = self.runtime.core.read_namespaced_pod(name, self.runtime.namespace, _request_timeout=10)
-            except Exception as e:
-                if getattr(e, "status", None) != 404:
-                    continue  # the API server is busy: look again
-                pod = None
-            if pod is None or pod.metadata.deletion_timestamp or _ended(pod):
+        watcher = self.runtime.watcher
+        while not self._stop.is_set():
+            got = watcher.wait(name, lambda p: bool(p.metadata.deletion_timestamp) or _ended(p), WATCH_INTERVAL_S)
+            if got is not None:
                 if self.pod == name:
                     self._kill_host_processes()
                 return
@@ -420,3 +424,100 @@ def _ended(pod) -> bool:
     if pod.status.phase in ("Failed", "Succeeded") or pod_problem(pod):
         return True
     return any(s.state and s.state.terminated for s in pod_statuses(pod))
+
+
+def make_browser_pod(rt: KubernetesRuntime, template: dict[str, Any], sources: list[str], idle_s: float = 0.0) -> str:
+    """Create a browser pod from `template` (its manifest, nameless), copy `sources` in,
+    and wait for its app and browser containers: its name."""
+    name = f"sg-browser-{uuid.uuid4().hex[:10]}"
+    pod = copy.deepcopy(template)
+    pod["metadata"]["name"] = name
+    pod["metadata"]["labels"] = pod_labels(LIFETIME_S + idle_s)
+    if idle_s:
+        pod["metadata"]["labels"][POOL_LABEL] = "1"
+        rt.made_ahead(name, True)
+    try:
+        rt.core.create_namespaced_pod(rt.namespace, pod)
+    except Exception as e:
+        raise SandboxError(f"could not create browser pod {name}: {api_message(e)}") from e
+    # The folders no ConfigMap holds (their volumes are emptyDirs) are copied in.
+    copied = [i for i, v in enumerate(volumes_of(pod)) if v.startswith("mount-")]
+    try:
+        if copied:
+            rt.wait_pod(name, lambda p: container_running(p, "stage", init=True), "its init container to start")
+            rt.stage_mounts_into(name, mounts_tar([sources[i] for i in copied], copied))
+        rt.wait_pod(
+            name,
+            lambda p: (
+                (not copied or init_done(p, "stage")) and all(container_running(p, c) for c in ("app", "browser"))
+            ),
+            "its app and browser containers to start",
+        )
+    except Exception:
+        rt.delete_pod(name)
+        raise
+    return name
+
+
+def volumes_of(pod: dict[str, Any]) -> list[str]:
+    """Per staged folder (`mount-<i>`, in order): "mount-<i>" when copied in, "" when a ConfigMap holds it."""
+    out = []
+    for v in pod["spec"]["volumes"]:
+        if v["name"].startswith("mount-"):
+            out.append(v["name"] if "emptyDir" in v else "")
+    return out
+
+
+@dataclass
+class _WaitingPod:
+    name: str
+    ready_at: float
+    watcher: PodWatcher
+    max_idle_s: float
+    key: str = ""
+
+    def fresh(self) -> bool:
+        return not self.watcher.gone(self.name) and time.monotonic() - self.ready_at < self.max_idle_s
+
+
+class BrowserPods:
+    """Browser pods made ahead, per template and staged folders (the stock's variant)."""
+
+    def __init__(self, rt: KubernetesRuntime):
+        from ..stock import Stock
+        from .runtime import POOL_MAX_IDLE_S
+
+        self.rt = rt
+        self.max_idle_s = POOL_MAX_IDLE_S
+        self.stock: Stock[_WaitingPod] = Stock(
+            self._start,
+            lambda w: rt.delete_pod(w.name),
+            rt.pool,
+            f"{rt.label}-browser",
+            count_in_use=False,
+            max_total=rt.pool_max,
+            starters=rt.pool_starters,
+            max_idle_s=POOL_MAX_IDLE_S,
+            demand=True,
+            rate_per_s=rt.pool_rate,
+        )
+
+    def _start(self, spec: SandboxSpec, variant: str) -> _WaitingPod:
+        wanted = json.loads(variant)
+        name = make_browser_pod(self.rt, wanted["pod"], wanted["sources"], self.max_idle_s)
+        return _WaitingPod(name, time.monotonic(), self.rt.watcher, self.max_idle_s)
+
+    def claim(self, template: dict[str, Any], sources: list[str]) -> str:
+        variant = json.dumps({"pod": template, "sources": sources}, sort_keys=True)
+        t0 = time.perf_counter()
+        waiting_pod = self.stock.take(SandboxSpec(), variant)
+        if waiting_pod is not None:
+            self.stock.claimed(True, time.perf_counter() - t0)
+            self.rt.made_ahead(waiting_pod.name, False)
+            return waiting_pod.name
+        name = make_browser_pod(self.rt, template, sources)
+        self.stock.claimed(False, time.perf_counter() - t0)
+        return name
+
+    def close(self) -> None:
+        self.stock.close()

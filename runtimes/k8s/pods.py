@@ -19,6 +19,7 @@ from ..base import SandboxError, SandboxSpec
 OWNER_LABEL = "sandgym.owner"
 RUN_LABEL = "sandgym.run"
 EXPIRES_LABEL = "sandgym.expires"
+POOL_LABEL = "sandgym.pool"  # "1": made ahead by a warm pool, before any caller asked for it
 RUN_ID = uuid.uuid4().hex[:12]
 NETWORK_POLICY = "sandgym-default-deny"
 SANDBOX_UID = 1000
@@ -97,8 +98,13 @@ def pod_manifest(
     runtime_class: str | None,
     node: str | None,
     labels: dict[str, str],
+    idle_s: float = 0.0,
+    maps: list | None = None,
 ) -> dict:
-    """The pod of one sandbox (a plain dict in the API's JSON shape)."""
+    """The pod of one sandbox (a plain dict in the API's JSON shape); `idle_s`:
+    how long it may wait in a warm pool before its lifetime starts; `maps`:
+    per mount, the ConfigMap that holds it (mounts.ConfigMapMount), or None:
+    the init container copies that one in."""
     # Workspace and /tmp are memory-backed, as on docker: a tmpfs's size is
     # a hard limit, where a disk emptyDir's sizeLimit is only checked by
     # eviction, after the fact.
@@ -108,17 +114,21 @@ def pod_manifest(
     ]
     mounts: list[dict] = [{"name": "workspace", "mountPath": spec.workdir}, {"name": "tmp", "mountPath": "/tmp"}]
     stage_mounts = []
+    maps = maps or [None] * len(spec.mounts)
     for i, m in enumerate(spec.mounts):
         name = f"mount-{i}"
-        volumes.append({"name": name, "emptyDir": {}})
         # Read-only: sandboxed code may neither change what was copied nor add to it.
         mounts.append({"name": name, "mountPath": m.target, "readOnly": True})
+        if maps[i] is not None:
+            volumes.append(maps[i].volume(name))
+            continue
+        volumes.append({"name": name, "emptyDir": {}})
         stage_mounts.append({"name": name, "mountPath": f"/stage/{i}"})
     memory = _quantity_mi(spec.memory_mb + 64)
     limits = {
         "cpu": f"{int(spec.cpus * 1000)}m",
         "memory": memory,
-        "ephemeral-storage": _quantity_mi(64 + sum(1 for _ in spec.mounts) * 512),
+        "ephemeral-storage": _quantity_mi(64 + len(stage_mounts) * 512),
     }
     containers = [
         {
@@ -147,7 +157,7 @@ def pod_manifest(
         [stager_container(image, stage_mounts)] if stage_mounts else [],
         runtime_class,
         node,
-        int(spec.wall_timeout_s) + 60,
+        int(spec.wall_timeout_s + idle_s) + 60,
     )
 
 
@@ -235,11 +245,11 @@ def network_policy() -> dict:
     }
 
 
-def mounts_tar(sources: list[str]) -> bytes:
-    """Each source folder under its index, as the stager unpacks it."""
+def mounts_tar(sources: list[str], indices: list[int] | None = None) -> bytes:
+    """Each source folder under its index (its mount's, from `indices`), as the stager unpacks it."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for i, source in enumerate(sources):
+        for i, source in zip(indices if indices is not None else range(len(sources)), sources, strict=True):
             if not os.path.isdir(source):
                 raise SandboxError(f"mount source is not a folder: {source} (the k8s backend copies folders)")
             tar.add(source, arcname=str(i), filter=lambda t: t if (t.isfile() or t.isdir() or t.issym()) else None)

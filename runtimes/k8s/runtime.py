@@ -14,9 +14,25 @@ attach stream per pod (a websocket through the API server), so a warm exec
 is one message, not a `kubectl exec`. Pods cannot mount host folders, so:
 - the agent's code is sent over the attach stream to a small loader that
   runs it (nothing of it is on disk for sandboxed code to change);
-- a spec's mounts are copied, before the sandbox starts, by an init
-  container (attached the same way) into volumes the sandbox's container
-  mounts read-only.
+- a spec's small mounts (the verifier's code, the agent's tools) are
+  content-addressed ConfigMaps, made once for the cluster and projected
+  read-only into each pod by the kubelet (mounts.py); larger ones (a test
+  venv) are copied, before the sandbox starts, by an init container
+  (attached the same way) into volumes the sandbox's container mounts
+  read-only.
+
+Warm pool (on by default: `pool`, SANDGYM_K8S_POOL; 0 turns it off): pods
+are started ahead for each spec that repeats, mounts copied and agent
+ready, by the shared stock (runtimes/stock.py), so a claim is a pop from
+a queue. Each pod is handed out once, oldest first, and deleted after use
+(SandboxPool's verified reset on top reuses it, as on any backend). The
+refill is bounded: POOL_STARTERS creates in flight, a token bucket of
+POOL_RATE starts per second, at most POOL_MAX pods waiting in all; each
+spec's share grows with the claims it sees (Little's law). Pool pods carry
+the `sandgym.pool` label besides the owner/expiry ones `sandgym gc` reads;
+a pool pod that dies (the watch sees it end or go) is dropped and
+replaced, never handed out. Readiness comes from one watch per namespace
+in the process (watch.py), not from polling.
 """
 
 from __future__ import annotations
@@ -24,17 +40,20 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import socket
 import threading
 import time
 import uuid
 import weakref
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
 
 from ..agent_client import AgentChannel, AgentSandbox, agent_config
 from ..base import Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec
 from ..gvisor import RUNSC_MAX_PIDS
 from ..images import default_image, image_for
 from ..staging import BOUNDARY_DIR
+from ..stock import Stock, emit, prestart_setting, waiting
 from .api import (
     api_message,
     container_running,
@@ -46,7 +65,10 @@ from .api import (
     pod_statuses,
     pod_stream,
 )
-from .pods import mounts_tar, network_policy, pod_labels, pod_manifest
+from .attach import AttachBridge
+from .mounts import MountMaps
+from .pods import POOL_LABEL, RUN_ID, RUN_LABEL, mounts_tar, network_policy, pod_labels, pod_manifest
+from .watch import PodWatcher, shared_watcher
 
 READY_TIMEOUT_S = 120.0
 NAMESPACE_ENV = "SANDGYM_K8S_NAMESPACE"
@@ -56,65 +78,39 @@ DEFAULT_NAMESPACE = "sandgym"
 # isolation -> RuntimeClass name looked up on the cluster (None: the node's default, runc).
 RUNTIME_CLASSES = {"runc": None, "runsc": "gvisor", "kata": "kata"}
 AGENT_SOURCE = BOUNDARY_DIR / "agent.py"
+# The warm pool: pods per repeating spec (SANDGYM_K8S_POOL), at most
+# POOL_MAX waiting in all, POOL_STARTERS created at once, POOL_RATE starts a
+# second; a pod waits at most POOL_MAX_IDLE_S before it is replaced.
+POOL_ENV, POOL_MAX_ENV = "SANDGYM_K8S_POOL", "SANDGYM_K8S_POOL_MAX"
+POOL_STARTERS_ENV, POOL_RATE_ENV = "SANDGYM_K8S_POOL_STARTERS", "SANDGYM_K8S_POOL_RATE"
+POOL_DEFAULT, POOL_MAX, POOL_STARTERS, POOL_RATE = 2, 32, 4, 8.0
+POOL_MAX_IDLE_S = 600.0
 
 
-class _AttachBridge:
-    """The attach websocket seen as a stream socket: the agent channel
-    reads and writes one end of a socketpair; two threads move bytes
-    between the other end and the websocket's stdin/stdout channels."""
+_live: weakref.WeakSet[KubernetesRuntime] = weakref.WeakSet()
 
-    STDIN, STDOUT, STDERR, ERROR = 0, 1, 2, 3
 
-    def __init__(self, ws, describe: str):
-        self.ws = ws
-        self.host_end, self._far = socket.socketpair()
-        self.stderr_tail = bytearray()
-        self._describe = describe
-        threading.Thread(target=self._down, name=f"sandgym-k8s-down-{describe}", daemon=True).start()
-        threading.Thread(target=self._up, name=f"sandgym-k8s-up-{describe}", daemon=True).start()
+def live_runtimes() -> list[KubernetesRuntime]:
+    """The k8s runtimes of this process (for listing what they hold)."""
+    return list(_live)
 
-    def _down(self) -> None:  # pod -> host
-        from websocket import ABNF
 
-        try:
-            while True:
-                opcode, frame = self.ws.recv_data_frame(True)
-                if opcode == ABNF.OPCODE_CLOSE:
-                    break
-                data = frame.data
-                if not data:
-                    continue
-                if data[0] == self.STDOUT:
-                    self._far.sendall(data[1:])
-                elif data[0] in (self.STDERR, self.ERROR):
-                    self.stderr_tail = (self.stderr_tail + data[1:])[-(64 << 10) :]
-        except Exception:
-            pass
-        finally:
-            self._shut()
-
-    def _up(self) -> None:  # host -> pod
-        try:
-            while True:
-                data = self._far.recv(1 << 20)
-                if not data:
-                    break
-                self.ws.send_binary(bytes([self.STDIN]) + data)
-        except Exception:
-            pass
-        finally:
-            self._shut()
-
-    def _shut(self) -> None:
-        for close in (lambda: self._far.shutdown(socket.SHUT_RDWR), self.ws.close):
-            try:
-                close()
-            except Exception:
-                pass
-
-    def close(self) -> None:
-        self._shut()
-        self.host_end.close()
+def pool_settings(pool: int | None, pool_max: int | None) -> tuple[int, int, int, float]:
+    """(per spec, most waiting in all, starters, starts per second) from the arguments and environment."""
+    per_spec = prestart_setting(pool, POOL_ENV, POOL_DEFAULT)
+    most = prestart_setting(pool_max, POOL_MAX_ENV, POOL_MAX)
+    starters = prestart_setting(None, POOL_STARTERS_ENV, POOL_STARTERS)
+    raw = os.environ.get(POOL_RATE_ENV, "").strip() or str(POOL_RATE)
+    try:
+        rate = float(raw)
+    except ValueError:
+        rate = -1.0
+    if rate <= 0 or most < 1 or starters < 1:
+        raise ValueError(
+            f"{POOL_RATE_ENV}={raw!r} must be a positive number of starts per second, and "
+            f"{POOL_MAX_ENV}={most} and {POOL_STARTERS_ENV}={starters} at least 1"
+        )
+    return per_spec, max(most, per_spec), starters, rate
 
 
 class KubernetesRuntime(Runtime):
@@ -134,9 +130,12 @@ class KubernetesRuntime(Runtime):
         runtime_class: str | None = None,
         node: str | None = None,
         registry: str | None = None,
+        pool: int | None = None,
+        pool_max: int | None = None,
     ):
         if isolation not in RUNTIME_CLASSES:
             raise ValueError(f"unknown isolation {isolation!r}; choices: {', '.join(RUNTIME_CLASSES)}")
+        self.pool, most, starters, rate = pool_settings(pool, pool_max)
         self.isolation = isolation
         self.nested_namespaces = isolation != "runc"  # RuntimeDefault seccomp refuses them under runc
         self.namespace = namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
@@ -159,6 +158,29 @@ class KubernetesRuntime(Runtime):
         self._check_cluster(client)
         self._open: weakref.WeakSet[AgentSandbox] = weakref.WeakSet()
         self._agent_source = AGENT_SOURCE.read_bytes()
+        self.watcher = shared_watcher(kubeconfig, self.namespace, f"{RUN_LABEL}={RUN_ID}")
+        self._deleter = _Deleter(self.core, self.namespace)
+        self.mount_maps = MountMaps(self.core, self.namespace)
+        self.label = "k8s" if isolation == "runc" else f"k8s:{'gvisor' if isolation == 'runsc' else isolation}"
+        self.pool_max, self.pool_starters, self.pool_rate = most, starters, rate
+        self.pool_lock = threading.Lock()
+        self._ahead: set[str] = set()  # pool pods never handed out (waiting, starting or discarded)
+        self.browser_pods: Any = None  # browser.BrowserPods, made at the first browser sandbox
+        self._stock: Stock[_Started] | None = None
+        if self.pool:
+            self._stock = Stock(
+                self._start_ahead,
+                self._discard,
+                self.pool,
+                self.label,
+                count_in_use=False,
+                max_total=most,
+                starters=starters,
+                max_idle_s=POOL_MAX_IDLE_S,
+                demand=True,
+                rate_per_s=rate,
+            )
+        _live.add(self)
         atexit.register(self.close)
 
     def _check_cluster(self, client) -> None:
@@ -219,11 +241,60 @@ class KubernetesRuntime(Runtime):
         )
 
     def close(self) -> None:
+        """Delete every pod this runtime holds (pooled, open, being deleted) and wait for the calls."""
+        if self._stock is not None:
+            self._stock.close()
+        if self.browser_pods is not None:
+            self.browser_pods.close()
         for sb in list(self._open):
             sb.close()
+        self._deleter.drain()
 
-    def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
+    def warm(self, spec: SandboxSpec | None = None, n: int = 1) -> None:
+        """Keep at least `n` pods of `spec` waiting from now on (the pool's size for it, by config)."""
+        if self._stock is None:
+            raise SandboxError(f"the warm pool is off ({POOL_ENV}=0 or pool=0): nothing to keep warm")
         spec = spec or SandboxSpec()
+        self._check_spec(spec)
+        self._stock.wanted(spec, self.image_of(spec.image), n)
+
+    def pooled(self, spec: SandboxSpec | None = None) -> int:
+        """Pods waiting in the pool (for `spec`, or in all)."""
+        if self._stock is None:
+            return 0
+        if spec is None:
+            return self._stock.count()
+        return self._stock.ready_count(spec, self.image_of(spec.image))
+
+    def made_ahead(self, name: str, ahead: bool) -> None:
+        """Note a pod as made ahead for the pool (True) or as handed to a caller (False)."""
+        with self.pool_lock:
+            if ahead:
+                self._ahead.add(name)
+            else:
+                self._ahead.discard(name)
+
+    def pool_pods(self) -> set[str]:
+        """Names of the pods made ahead that no caller got (waiting, starting, or being deleted)."""
+        with self.pool_lock:
+            self._ahead = {sid for sid in self._ahead if not self.watcher.gone(sid)}
+            return set(self._ahead)
+
+    def browser_pool(self) -> Any:
+        """The pool of browser pods (browser.BrowserPods), made at first use; None when the pool is off."""
+        if not self.pool:
+            return None
+        from .browser import BrowserPods
+
+        with self.pool_lock:
+            if self.browser_pods is None:
+                self.browser_pods = BrowserPods(self)
+            return self.browser_pods
+
+    def pool_metrics(self) -> dict:
+        return self._stock.metrics() if self._stock is not None else {}
+
+    def _check_spec(self, spec: SandboxSpec) -> None:
         if spec.isolation not in (None, self.isolation):
             raise SandboxError(f"this runtime isolates with {self.isolation}, not {spec.isolation!r}")
         for m in spec.mounts:
@@ -234,31 +305,101 @@ class KubernetesRuntime(Runtime):
                     f"mount {m.target}: the k8s backend copies mounts into the pod, so a writable one "
                     "would not reach the host; mount it read-only, or use put_files/get_files"
                 )
+
+    def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
+        spec = spec or SandboxSpec()
+        self._check_spec(spec)
         image = self.image_of(spec.image)
+        t0 = time.perf_counter()
+        if self._stock is not None:
+            ready = self._stock.take(spec, image)
+            if ready is not None:
+                claim_s = time.perf_counter() - t0
+                self._stock.claimed(True, claim_s)
+                return self._hand_out(ready, spec, claim_s)
+        started = self._start(spec, image, stocked=False)
+        claim_s = time.perf_counter() - t0
+        emit(self.label, "created", started.start_s)
+        emit(self.label, "claim_cold", claim_s)
+        return self._hand_out(started, spec, claim_s)
+
+    def _start_ahead(self, spec: SandboxSpec, image: str) -> _Started:
+        return self._start(spec, image, stocked=True)
+
+    def _discard(self, started: _Started) -> None:
+        started.bridge.close()
+        self._deleter.submit(started.sid)
+
+    def _hand_out(self, started: _Started, spec: SandboxSpec, claim_s: float) -> AgentSandbox:
+        """The sandbox object over a started pod (its one and only user)."""
+        sid, bridge, channel = started.sid, started.bridge, started.channel
+        self.made_ahead(sid, False)
+        info = SandboxInfo(backend="k8s", isolation=self.isolation, id=sid, create_s=claim_s, labels=dict(spec.labels))
+        timer = None
+        if started.stocked:
+            # Its agent's lifetime runs POOL_MAX_IDLE_S longer than the
+            # spec's: the host ends it at the spec's lifetime from now.
+            timer = threading.Timer(spec.wall_timeout_s, self._expire, (channel, started))
+            timer.daemon = True
+            timer.start()
+        stock = self._stock if started.stocked else None
+
+        def closer(clean: bool) -> None:
+            if timer is not None:
+                timer.cancel()
+            bridge.close()
+            self._deleter.submit(sid)
+            if stock is not None:
+                stock.returned(started.key)
+
+        sandbox = AgentSandbox(
+            channel, spec, info, closer, lambda: bridge.stderr_tail.decode("utf-8", "replace")[-800:]
+        )
+        self._open.add(sandbox)
+        return sandbox
+
+    def _expire(self, channel: AgentChannel, started: _Started) -> None:
+        channel.abort()
+        started.bridge.close()
+        self._deleter.submit(started.sid)
+
+    def _start(self, spec: SandboxSpec, image: str, stocked: bool) -> _Started:
+        """Create a pod for `spec`, copy its mounts in, start its agent and wait for it to answer."""
         sid = f"sg-k8s-{uuid.uuid4().hex[:10]}"
-        labels = pod_labels(spec.wall_timeout_s)
-        # The caller's labels may hold any text (task ids have slashes), which
-        # label values may not: they go in one annotation, as JSON.
-        annotations = {"sandgym.labels": json.dumps(dict(spec.labels), sort_keys=True)}
+        extra_s = POOL_MAX_IDLE_S if stocked else 0.0
+        labels = pod_labels(spec.wall_timeout_s + extra_s)
+        if stocked:
+            # Made before anyone asked: the caller's labels are in its SandboxInfo only.
+            labels[POOL_LABEL] = "1"
+            annotations = {"sandgym.labels": "{}"}
+        else:
+            # The caller's labels may hold any text (task ids have slashes), which
+            # label values may not: they go in one annotation, as JSON.
+            annotations = {"sandgym.labels": json.dumps(dict(spec.labels), sort_keys=True)}
         config = agent_config(spec)
+        config["lifetime_s"] = spec.wall_timeout_s + extra_s
         if self.isolation == "runsc" and spec.process_limits:
             # Each task costs a gVisor sandbox about 5 MB of its memory limit;
             # past it the sentry dies, agent included (runtimes/gvisor.py).
             config["limits"]["pids"] = min(spec.pids, RUNSC_MAX_PIDS)
         start = time.perf_counter()
-        manifest = pod_manifest(spec, sid, image, config, self.runtime_class, self.node, labels)
+        maps = [self.mount_maps.get(m.source) for m in spec.mounts]
+        copied = [i for i, found in enumerate(maps) if found is None]
+        manifest = pod_manifest(spec, sid, image, config, self.runtime_class, self.node, labels, extra_s, maps)
         manifest["metadata"]["annotations"] = annotations
+        if stocked:
+            self.made_ahead(sid, True)
         try:
             self.core.create_namespaced_pod(self.namespace, manifest)
         except Exception as e:
             raise SandboxError(f"could not create sandbox {sid}: {api_message(e)}") from e
         bridge = None
         try:
-            if spec.mounts:
+            if copied:
                 self.wait_pod(sid, lambda p: container_running(p, "stage", init=True), "its init container to start")
-                self.stage_mounts_into(sid, mounts_tar([m.source for m in spec.mounts]))
+                self.stage_mounts_into(sid, mounts_tar([spec.mounts[i].source for i in copied], copied))
             self.wait_pod(sid, lambda p: container_running(p, "sandbox"), "its sandbox container to start")
-            bridge = _AttachBridge(self.open_stream(sid, "sandbox"), sid)
+            bridge = AttachBridge(self.open_stream(sid, "sandbox"), sid)
             bridge.host_end.sendall(len(self._agent_source).to_bytes(4, "big") + self._agent_source)
             channel = AgentChannel(bridge.host_end, f"sandbox {sid}")
             ready, _ = channel.read_reply(READY_TIMEOUT_S)
@@ -270,23 +411,9 @@ class KubernetesRuntime(Runtime):
                 bridge.close()
             self.delete_pod(sid)
             raise SandboxError(f"could not start sandbox {sid}: {e} {detail}".strip()) from e
-        info = SandboxInfo(
-            backend="k8s",
-            isolation=self.isolation,
-            id=sid,
-            create_s=time.perf_counter() - start,
-            labels=dict(spec.labels),
-        )
-
-        def closer(clean: bool) -> None:
-            bridge.close()
-            self.delete_pod(sid)
-
-        sandbox = AgentSandbox(
-            channel, spec, info, closer, lambda: bridge.stderr_tail.decode("utf-8", "replace")[-800:]
-        )
-        self._open.add(sandbox)
-        return sandbox
+        took = time.perf_counter() - start
+        mounts = source_ids([m.source for m in spec.mounts])
+        return _Started(sid, bridge, channel, stocked, took, time.monotonic(), mounts, self.watcher)
 
     def open_stream(self, sid: str, container: str, command: list[str] | None = None):
         """A websocket (binary, channel-framed) to `container`'s first process
@@ -341,24 +468,23 @@ class KubernetesRuntime(Runtime):
             ws.close()
 
     def wait_pod(self, sid: str, done, what: str, timeout: float = READY_TIMEOUT_S) -> None:
-        """Poll the pod until done(pod) is True; a terminal failure raises."""
-        deadline = time.monotonic() + timeout
-        delay = 0.01
-        while True:
-            pod = self.core.read_namespaced_pod(sid, self.namespace)
-            if done(pod):
-                return
-            problem = pod_problem(pod)
-            if problem:
-                raise SandboxError(f"pod {sid} failed waiting for {what}: {problem}{self.container_logs(sid, pod)}")
-            if time.monotonic() > deadline:
-                hint = "" if pod.spec.node_name else f" (not scheduled: no scheduler? set {NODE_ENV})"
-                raise SandboxError(f"pod {sid}: timed out waiting for {what}{hint}")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
+        """Wait (on the watch) until done(pod) is True; a terminal failure raises."""
+        got = self.watcher.wait(sid, lambda p: done(p) or pod_problem(p) or False, timeout)
+        if got is None:
+            pod = self.watcher.pod(sid)
+            hint = "" if pod is not None and pod.spec.node_name else f" (not scheduled: no scheduler? set {NODE_ENV})"
+            raise SandboxError(f"pod {sid}: timed out waiting for {what}{hint}")
+        if got == "gone":
+            raise SandboxError(f"pod {sid} was deleted while waiting for {what}")
+        if isinstance(got, str):
+            raise SandboxError(f"pod {sid} failed waiting for {what}: {got}{self.container_logs(sid)}")
 
-    def container_logs(self, sid: str, pod) -> str:
+    def container_logs(self, sid: str) -> str:
         """The last lines of each container that ended, for an error message."""
+        try:
+            pod = self.core.read_namespaced_pod(sid, self.namespace, _request_timeout=10)
+        except Exception:
+            return ""
         out = []
         for s in pod_statuses(pod, True) + pod_statuses(pod):
             if s.state and s.state.terminated:
@@ -375,3 +501,75 @@ class KubernetesRuntime(Runtime):
             self.core.delete_namespaced_pod(sid, self.namespace, grace_period_seconds=0)
         except Exception:  # already gone; gc catches anything left
             pass
+
+
+def source_ids(paths: list[str]) -> tuple:
+    """(path, device, inode) of each mount source: a pod holds a copy of the folder it found."""
+    out = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+            out.append((path, st.st_dev, st.st_ino))
+        except OSError:
+            out.append((path, -1, -1))
+    return tuple(out)
+
+
+@dataclass
+class _Started:
+    """A pod whose agent has answered, not yet handed to anyone."""
+
+    sid: str
+    bridge: AttachBridge
+    channel: AgentChannel
+    stocked: bool
+    start_s: float
+    ready_at: float  # time.monotonic()
+    mounts: tuple  # source_ids of its mounts when they were copied in
+    watcher: PodWatcher
+    key: str = ""  # the stock's key, for pooled ones
+
+    def fresh(self) -> bool:
+        """Young enough, its agent silent, its pod not ending, its mounts' sources the same folders."""
+        if self.watcher.gone(self.sid) or source_ids([m[0] for m in self.mounts]) != self.mounts:
+            return False
+        return waiting(self.ready_at, bool(self.channel.broken), self.bridge.host_end, POOL_MAX_IDLE_S)
+
+
+class _Deleter:
+    """Deletes pods on a thread of its own, so that close() returns at once."""
+
+    def __init__(self, core, namespace: str):
+        self.core, self.namespace = core, namespace
+        self._queue: deque[str] = deque()
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, sid: str) -> None:
+        with self._cond:
+            self._queue.append(sid)
+            self._pending += 1
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="sandgym-k8s-deleter", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._queue and not self._cond.wait_for(lambda: bool(self._queue), timeout=5.0):
+                    self._thread = None  # idle: the next submit starts another
+                    return
+                sid = self._queue.popleft()
+            try:
+                self.core.delete_namespaced_pod(sid, self.namespace, grace_period_seconds=0, _request_timeout=30)
+            except Exception:  # already gone; gc catches anything left
+                pass
+            with self._cond:
+                self._pending -= 1
+                self._cond.notify_all()
+
+    def drain(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._pending == 0, timeout=120)

@@ -25,6 +25,12 @@ def capacity_cmd(
     retry_p: float | None = typer.Option(
         None, "--retry-p", min=0.0, max=0.99, help="Share of tries that end in env_error (default: measured)."
     ),
+    metrics: str | None = typer.Option(
+        None,
+        "--metrics",
+        help="A Prometheus exposition (a file, or the http:// address of --metrics-port or serve's /metrics): "
+        "the warm pool covers its sandbox creation P95 and its claim figures are shown.",
+    ),
     arrivals: int = typer.Option(20000, "--arrivals", min=100, help="Arrivals to simulate."),
     seed: int = typer.Option(0, "--seed"),
     fleet: int | None = typer.Option(
@@ -51,10 +57,18 @@ def capacity_cmd(
     creates asked for within one cold-create time (P95 of the run's). CPU
     and memory are the limits per sandbox times the P99 count.
     """
-    from ..capacity import plan, write_plan
+    from ..capacity import plan, pool_figures, write_plan
 
     if fleet is not None and run_dir is None:
         fail("--fleet needs a run folder (a run made with --executor ray) for its per-node figures")
+    figures: dict = {}
+    create_s = None
+    if metrics is not None:
+        figures = pool_figures(_read_exposition(metrics))
+        p95s = [f["creation_p95_s"] for f in figures.values() if f.get("creation_p95_s") is not None]
+        if not p95s:
+            fail(f"--metrics {metrics}: no sandgym_sandbox_creation_seconds samples in it (has a sandbox been made?)")
+        create_s = max(p95s)
     records, wall_s = None, None
     if run_dir is not None:
         from ..runs import RunError, load_run
@@ -83,6 +97,7 @@ def capacity_cmd(
             node_loss_per_h=node_loss_per_h,
             nodes=nodes,
             retry_p=retry_p,
+            create_s=create_s,
         )
     except ValueError as e:
         fail(str(e))
@@ -97,6 +112,7 @@ def capacity_cmd(
         ("sandboxes, simulated mean", f"{p.sim_mean:.1f}"),
         ("sandboxes, simulated P95", f"{p.sim_p95:.0f}"),
         ("sandboxes, simulated P99", f"{p.sim_p99:.0f}"),
+        ("cold create P95 (s)", f"{p.create_s:.2f}"),
         ("warm pool", f"{p.warm_pool}"),
         ("CPUs (at P99)", f"{p.cpus:g}"),
         ("memory GB (at P99)", f"{p.memory_gb:g}"),
@@ -104,6 +120,15 @@ def capacity_cmd(
     ):
         table.add_row(name, value)
     console().print(table)
+    for backend, f in figures.items():
+        ms = lambda v: "n/a" if v is None else f"{1000 * v:.0f} ms"  # noqa: E731
+        hit = "n/a" if f["hit_ratio"] is None else f"{f['hit_ratio']:.2f}"
+        console().print(
+            f"{backend}: creation P50 {ms(f.get('creation_p50_s'))}, P95 {ms(f.get('creation_p95_s'))}; "
+            f"claims warm {f['claims_warm']} (P50 {ms(f['claim_warm_p50_s'])}, P99 {ms(f['claim_warm_p99_s'])}), "
+            f"cold {f['claims_cold']} (P50 {ms(f['claim_cold_p50_s'])}); hit ratio {hit}",
+            highlight=False,
+        )
     folder = out or (Path(run_dir) if run_dir is not None else Path("capacity"))
     data, plot = write_plan(p, sim, folder)
     console().print(f"plan: {data}  plot: {plot}", highlight=False)
@@ -143,3 +168,18 @@ def _fleet(records, wall_s: float, nodes: int, node_loss_per_h: float, seed: int
     path = folder / "fleet.json"
     path.write_text(json.dumps(f, indent=2) + "\n")
     console().print(f"plan: {path}", highlight=False)
+
+
+def _read_exposition(where: str) -> str:
+    if where.startswith(("http://", "https://")):
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(where, timeout=10) as reply:
+                return str(reply.read().decode("utf-8", "replace"))
+        except OSError as e:
+            fail(f"--metrics {where}: cannot read it: {e}")
+    try:
+        return Path(where).read_text()
+    except OSError as e:
+        fail(f"--metrics {where}: cannot read it: {e}")

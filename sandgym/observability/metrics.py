@@ -28,6 +28,11 @@ names from the family table, outcome names, phases, backend names).
 | `sandgym_sandboxes_cpu_limit_cores` | backend | CPU shares of the live sandboxes (no backend reports usage) |
 | `sandgym_pool_*` | | warm pools: idle, in use, creating, hit ratio |
 | `sandgym_pool_events_total` | event | hit, miss, replenished, reused, reaped, create_failure, leaked |
+| `sandgym_sandbox_claim_seconds` | backend, launch_type | histogram: a caller's wait; warm: from a warm pool |
+| `sandgym_sandbox_creation_seconds` | backend | histogram: one sandbox until its agent answered |
+| `sandgym_warm_pool_*_sandboxes` | backend | a backend's warm pool: ready, starting, in_use, target |
+| `sandgym_warm_pool_hit_ratio` | backend | claims served warm |
+| `sandgym_warm_pool_events_total` | backend, event | started, start_failed, discarded |
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from prometheus_client.registry import Collector
 
 from sandgym.outcomes import Outcome
 from sandgym.runtimes import pool as pool_module
+from sandgym.runtimes import stock as stock_module
 from sandgym.runtimes.base import Runtime, Sandbox, SandboxSpec
 
 from . import RunObserver, family_of
@@ -119,9 +125,31 @@ class SandgymMetrics:
             ["event"],
             registry=r,
         )
+        self.claim_s = Histogram(
+            "sandgym_sandbox_claim_seconds",
+            "Seconds a caller waited for a sandbox; launch_type=warm: from a backend's warm pool, cold: made then.",
+            ["backend", "launch_type"],
+            buckets=SECONDS,
+            registry=r,
+        )
+        self.creation_s = Histogram(
+            "sandgym_sandbox_creation_seconds",
+            "Seconds to create one sandbox until its agent answered (warm-pool refills and cold claims).",
+            ["backend"],
+            buckets=SECONDS,
+            registry=r,
+        )
+        self.warm_events = Counter(
+            "sandgym_warm_pool_events",
+            "Warm-pool events of a backend: started, start_failed, discarded.",
+            ["backend", "event"],
+            registry=r,
+        )
         self.registry.register(_PoolCollector())
+        self.registry.register(_WarmPoolCollector())
         self._lock = threading.Lock()
         pool_module.add_listener(self._pool_event)
+        stock_module.add_observer(self._stock_event)
 
     # -- episodes -------------------------------------------------------------------
 
@@ -189,6 +217,14 @@ class SandgymMetrics:
         self.memory_limit.labels(backend).dec(spec.memory_mb * 1024 * 1024)
         self.cpu_limit.labels(backend).dec(spec.cpus)
 
+    def _stock_event(self, backend: str, event: str, value: float) -> None:
+        if event in ("claim_warm", "claim_cold"):
+            self.claim_s.labels(backend, event.removeprefix("claim_")).observe(value)
+        elif event in ("started", "created"):
+            self.creation_s.labels(backend).observe(value)
+        if event in ("started", "start_failed", "discarded"):
+            self.warm_events.labels(backend, event).inc()
+
     def _pool_event(self, event: str, value: float) -> None:
         name = {"destroyed": "reaped"}.get(event, event)
         self.pool_events.labels(name).inc(value if event == "leaked" else 1)
@@ -200,6 +236,7 @@ class SandgymMetrics:
 
     def close(self) -> None:
         pool_module.remove_listener(self._pool_event)
+        stock_module.remove_observer(self._stock_event)
 
 
 class _PoolCollector(Collector):
@@ -222,6 +259,33 @@ class _PoolCollector(Collector):
             "Acquires served from the open pools' idle sandboxes.",
             value=hits / total if total else 0.0,
         )
+
+
+class _WarmPoolCollector(Collector):
+    """Gauges of the backends' warm pools (runtimes/stock.py) alive in this process, read at scrape time."""
+
+    def collect(self) -> Iterator[Any]:
+        stats = [s.metrics() for s in stock_module.live_stocks()]
+        by_backend: dict[str, dict[str, float]] = {}
+        for st in stats:
+            acc = by_backend.setdefault(st["name"], {})
+            for key in ("ready", "starting", "in_use", "target", "hits", "misses"):
+                acc[key] = acc.get(key, 0) + st[key]
+        for key, help_ in (
+            ("ready", "Sandboxes waiting in a backend's warm pool."),
+            ("starting", "Warm-pool sandboxes being created."),
+            ("in_use", "Warm-pool sandboxes handed out and not closed."),
+            ("target", "Sandboxes the warm pool wants waiting or being made (config and observed demand)."),
+        ):
+            g = GaugeMetricFamily(f"sandgym_warm_pool_{key}_sandboxes", help_, labels=["backend"])
+            for backend, acc in sorted(by_backend.items()):
+                g.add_metric([backend], acc[key])
+            yield g
+        g = GaugeMetricFamily("sandgym_warm_pool_hit_ratio", "Claims served from the warm pool.", labels=["backend"])
+        for backend, acc in sorted(by_backend.items()):
+            taken = acc["hits"] + acc["misses"]
+            g.add_metric([backend], acc["hits"] / taken if taken else 0.0)
+        yield g
 
 
 class MetricsObserver(RunObserver):

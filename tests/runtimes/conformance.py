@@ -32,19 +32,23 @@ def sandgym_containers() -> list:
 
 
 def sandgym_sandboxes() -> set[str]:
-    """Every sandgym container and, when the test cluster is in use, pod."""
+    """Every sandgym container and, when the test cluster is in use, pod,
+    but the pods this process's warm pools made ahead and handed to no one
+    (the pools refill in the background, whatever a test does)."""
     found = {c.id for c in sandgym_containers()}
     if os.environ.get(K8S_NODE_ENV):
         from kubernetes import client
 
         from sandgym.runtimes.k8s.api import load_client
-        from sandgym.runtimes.k8s.runtime import DEFAULT_NAMESPACE
+        from sandgym.runtimes.k8s.runtime import DEFAULT_NAMESPACE, live_runtimes
 
         core = client.CoreV1Api(load_client())
         pods = core.list_namespaced_pod(DEFAULT_NAMESPACE, label_selector=K8S_OWNER_LABEL).items
+        ahead = {name for rt in live_runtimes() for name in rt.pool_pods()}
         for p in pods:
             assert p.metadata is not None  # the API sends every pod's metadata
-            found.add(f"pod/{p.metadata.name}")
+            if p.metadata.name not in ahead:
+                found.add(f"pod/{p.metadata.name}")
     return found
 
 

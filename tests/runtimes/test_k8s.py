@@ -212,26 +212,35 @@ def test_bad_input_and_missing_cluster(k8s_cluster, tmp_path, monkeypatch):
 
 
 def test_sigkill_then_gc_leaves_no_pod(k8s):
-    from sandgym.runtimes.k8s.pods import OWNER_LABEL
+    """Sandboxes and warm-pool pods alike: after kill -9 `sandgym gc` deletes every pod of the dead process."""
+    from sandgym.runtimes.k8s.pods import OWNER_LABEL, POOL_LABEL
 
     script = textwrap.dedent("""
         import time
-        from sandgym.runtimes import get_runtime
+        from sandgym.runtimes import SandboxSpec, get_runtime
         rt = get_runtime("k8s")
         boxes = [rt.create() for _ in range(2)]
+        rt.warm(SandboxSpec(), 2)
+        while rt.pooled(SandboxSpec()) < 2:
+            time.sleep(0.1)
         print("ready", flush=True)
         time.sleep(600)
     """)
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
 
-    def mine():
+    def mine(pool: bool | None = None):
         pods = k8s.core.list_namespaced_pod(k8s.namespace, label_selector=OWNER_LABEL).items
-        return [p.metadata.name for p in pods if p.metadata.labels[OWNER_LABEL].endswith(f"-{child.pid}")]
+        return [
+            p.metadata.name
+            for p in pods
+            if p.metadata.labels[OWNER_LABEL].endswith(f"-{child.pid}")
+            and (pool is None or (p.metadata.labels.get(POOL_LABEL) == "1") == pool)
+        ]
 
     try:
         assert child.stdout is not None
         assert child.stdout.readline() == b"ready\n"
-        assert len(mine()) == 2
+        assert len(mine(pool=False)) == 2 and len(mine(pool=True)) >= 2
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()

@@ -611,16 +611,17 @@ def test_warm_up_starts_the_zygote_the_first_sandbox_is_forked_from():
     rt = LocalRuntime()
     try:
         rt.warm_up()
-        z = rt._zygote
-        assert z is not None and z.proc.poll() is None
+        assert len(rt._zygotes) == 1
+        (z,) = rt._zygotes.values()
+        assert z.proc.poll() is None
         with rt.create() as sb:
             assert sb.exec(["true"]).exit_code == 0
-        assert rt._zygote is z
+        assert list(rt._zygotes.values()) == [z]
     finally:
         rt.close()
     assert z.proc.poll() is not None  # closed with the runtime
     rt.warm_up()  # after close(), nothing is started
-    assert rt._zygote is None
+    assert rt._zygotes == {}
 
 
 @pytest.mark.sandbox
@@ -644,7 +645,7 @@ def test_a_failed_warm_up_is_left_to_create_which_reports_it():
     rt.bwrap = "/bin/false"  # a "bubblewrap" that exits at once
     try:
         rt.warm_up()  # never raises
-        assert rt._zygote is None
+        assert rt._zygotes == {}
         with pytest.raises(SandboxError, match="could not start"):
             rt.create()
     finally:

@@ -1,0 +1,156 @@
+"""Pod readiness from one watch, not from polling.
+
+One thread per cluster and namespace in a process (`shared_watcher`: the
+runtimes of a process share it) lists then watches the pods of this
+process's run (the `sandgym.run` label) in that namespace and keeps the newest object of
+each; waiters block on a condition that every event wakes. A pod that is
+deleted, or whose watch event says so, is marked gone, so a pool never
+hands it out. When the watch breaks (the API server's timeout, a 410
+Gone after compaction) the thread lists again and resumes from the list's
+resourceVersion: an event missed in the gap is replaced by the state the
+list returns.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .api import kubernetes_client
+
+# How long one watch request lasts before the server ends it (and we list again).
+WATCH_TIMEOUT_S = 300
+# Between failed lists (the API server is down): a watch must not spin.
+RETRY_S = 1.0
+# Names of deleted pods remembered (a long run deletes many; the oldest are forgotten).
+GONE_KEPT = 50000
+
+
+_shared: dict[tuple[str, str, str], PodWatcher] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_watcher(kubeconfig: str | None, namespace: str, selector: str) -> PodWatcher:
+    """The process's watcher of `namespace` on the cluster `kubeconfig` names (made at first use)."""
+    import os
+
+    from .api import load_client
+
+    key = (kubeconfig or os.environ.get("KUBECONFIG") or "", namespace, selector)
+    with _shared_lock:
+        if key not in _shared:
+            _shared[key] = PodWatcher(load_client(kubeconfig), namespace, selector)
+        return _shared[key]
+
+
+class PodWatcher:
+    def __init__(self, api_client, namespace: str, selector: str):
+        client, _ = kubernetes_client()
+        # A CoreV1Api of its own: a watch holds its connection open for minutes.
+        self.core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.selector = selector
+        self._pods: dict[str, Any] = {}
+        self._gone: dict[str, None] = {}  # insertion-ordered: the oldest forgotten first
+        self._cond = threading.Condition()
+        self._synced = False
+        self._thread = threading.Thread(target=self._run, name="sandgym-k8s-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        from kubernetes import watch
+
+        while True:
+            try:
+                listing = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
+                with self._cond:
+                    names = {p.metadata.name for p in listing.items}
+                    for name in set(self._pods) - names:  # deleted while we were not watching
+                        self._mark_gone(name)
+                    for p in listing.items:
+                        self._pods[p.metadata.name] = p
+                    self._synced = True
+                    self._cond.notify_all()
+                w = watch.Watch()
+                for event in w.stream(
+                    self.core.list_namespaced_pod,
+                    self.namespace,
+                    label_selector=self.selector,
+                    resource_version=listing.metadata.resource_version,
+                    timeout_seconds=WATCH_TIMEOUT_S,
+                ):
+                    pod = event["object"]
+                    name = pod.metadata.name
+                    with self._cond:
+                        if event["type"] == "DELETED":
+                            self._mark_gone(name)
+                        else:
+                            self._pods[name] = pod
+                        self._cond.notify_all()
+            except Exception:
+                time.sleep(RETRY_S)
+
+    def _mark_gone(self, name: str) -> None:  # (lock held)
+        self._pods.pop(name, None)
+        self._gone[name] = None
+        while len(self._gone) > GONE_KEPT:
+            del self._gone[next(iter(self._gone))]
+
+    def pod(self, name: str):
+        """The newest object seen of this pod (None: not seen, or gone)."""
+        with self._cond:
+            return self._pods.get(name)
+
+    def gone(self, name: str) -> bool:
+        """Deleted, or ending: its deletion asked for, or its phase final."""
+        with self._cond:
+            if name in self._gone:
+                return True
+            pod = self._pods.get(name)
+        if pod is None:
+            return False
+        return bool(pod.metadata.deletion_timestamp) or pod.status.phase in ("Failed", "Succeeded")
+
+    def wait(self, name: str, check: Callable[[Any], bool | str], timeout: float) -> Any:
+        """Block until check(pod) is True (returns the pod) or a string (a problem:
+        returned as is), the pod is gone ("gone") or `timeout` passes (None).
+        When the watch has said nothing of the pod for a while, one read
+        checks that no event was lost (the watch reconnecting)."""
+        deadline = time.monotonic() + timeout
+        last_read = time.monotonic()
+        with self._cond:
+            while True:
+                pod = self._pods.get(name)
+                if name in self._gone:
+                    return "gone"
+                if pod is not None:
+                    verdict = check(pod)
+                    if verdict:
+                        return pod
+                now = time.monotonic()
+                if now >= deadline:
+                    return None
+                if now - last_read > 5.0 or (not self._synced and now - last_read > 1.0):
+                    last_read = now
+                    self._cond.release()
+                    try:
+                        fresh = self.core.read_namespaced_pod(name, self.namespace, _request_timeout=10)
+                    except Exception as e:
+                        fresh = None
+                        if getattr(e, "status", None) == 404 and pod is not None:
+                            self._mark_gone(name)
+                    finally:
+                        self._cond.acquire()
+                    if fresh is not None and (pod is None or _newer(fresh, pod)):
+                        self._pods[name] = fresh
+                    continue
+                self._cond.wait(min(deadline - now, 1.0))
+
+
+def _newer(a, b) -> bool:
+    try:
+        return int(a.metadata.resource_version) > int(b.metadata.resource_version)
+    except (TypeError, ValueError):
+        return True
