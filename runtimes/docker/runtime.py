@@ -245,8 +245,14 @@ class DockerRuntime(Runtime):
         else:
             labels.update({f"sandgym.label.{k}": v for k, v in spec.labels.items()})
         config = agent_config(spec)
-        if spec.process_limits:
+        if spec.process_limits and self.isolation == "runsc":
             config["limits"]["pids"] = self._sandbox_pids(spec)
+        else:
+            # Under runc every container's uid 1000 is the host's one uid, and
+            # RLIMIT_NPROC counts all of that uid's tasks: one sandbox's fork
+            # bomb would leave the others unable to fork. The container's pids
+            # cgroup (pids_limit below) bounds this sandbox alone.
+            config["limits"].pop("pids", None)
         config["lifetime_s"] = spec.wall_timeout_s + extra_s
         start = time.perf_counter()
         try:
