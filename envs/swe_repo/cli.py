@@ -15,6 +15,7 @@ from pathlib import Path
 import typer
 
 from sandgym.specs import TaskSpecError
+from sandgym.terminal import shown
 
 
 def progress_bar():
@@ -76,14 +77,14 @@ def import_swebench_cmd(
                 jobs=jobs,
                 limit=limit,
                 progress=on_progress,
-                log=lambda m: progress.console.print(m, highlight=False),
+                log=lambda m: progress.console.print(shown(m), highlight=False),
             )
     finally:
         if rt is not None:
             rt.close()
     Console().print(
-        f"imported {len(ts)} tasks into {out} (task set {ts.hash})"
-        + (f"; dropped {len(dropped)}: {', '.join(i for i, _ in dropped[:10])}" if dropped else ""),
+        f"imported {len(ts)} tasks into {shown(out)} (task set {ts.hash})"
+        + (f"; dropped {len(dropped)}: {shown(', '.join(i for i, _ in dropped[:10]))}" if dropped else ""),
         highlight=False,
     )
 
@@ -142,14 +143,14 @@ def make_swe_cmd(
                 levels=levels,
                 combined_share=combined,
                 state=state,
-                log=lambda m: progress.console.print(m, highlight=False),
+                log=lambda m: progress.console.print(shown(m), highlight=False),
                 progress=on_progress,
             )
     finally:
         rt.close()
     made = sum(r.tasks for r in results)
     for r in results:
-        Console().print(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}", highlight=False)
+        Console().print(shown(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}"), highlight=False)
     if not made:
         raise FactoryError("no task survived validation")
-    Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {out}")
+    Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {shown(out)}")
