@@ -39,8 +39,8 @@ from sandgym.families import family_of_env, load
 from . import __version__
 from .outcomes import Outcome
 from .records import EpisodeRecord, RecordWriter, Summary, Timings, encodable_text, output_error, summarize
-from .safe_files import MAX_INPUT_BYTES, UnsafeFile, read_bytes_bounded
 from .runtimes import Runtime
+from .safe_files import MAX_INPUT_BYTES, UnsafeFile, read_bytes_bounded
 from .specs import TaskPair, TaskSet
 
 TRAJECTORIES = "trajectories.jsonl"
