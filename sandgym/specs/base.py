@@ -36,7 +36,7 @@ TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
 
 
 def _check_task_id(v: str) -> str:
-    if not TASK_ID_RE.match(v):
+    if not TASK_ID_RE.fullmatch(v):  # fullmatch: `$` would let a "\n" end pass
         raise ValueError(f"task id {v!r} must be letters, digits, '_', '.', '-' and '/' separators")
     if any(part in (".", "..") for part in v.split("/")):  # ids name files and refs elsewhere
         raise ValueError(f"task id {v!r} has a '.' or '..' segment; name each part with a letter or digit")

@@ -29,14 +29,14 @@ REL_PATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\0]*$")
 COMMIT_RE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
 # Names that become paths (a bundled project's folder, a cache file, a
 # clone's folder): one segment of safe characters, never "." or "..".
-SEGMENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # fullmatch: `$` would let a "\n" end pass
 
 
 def check_repo_name(name: str) -> str:
     """`name` if it is a repository as SWE-bench names it, `owner/name` with
     two safe segments (letters, digits, '_', '.', '-'; no '..'), else ValueError."""
     parts = name.split("/")
-    if len(parts) != 2 or not all(SEGMENT_RE.match(p) and ".." not in p for p in parts):
+    if len(parts) != 2 or not all(SEGMENT_RE.fullmatch(p) and ".." not in p for p in parts):
         raise ValueError(
             f"repository {name!r} must be owner/name, each part letters, digits, '_', '.', '-' "
             "(starting with a letter or digit, no '..'), e.g. astropy/astropy"
@@ -46,7 +46,7 @@ def check_repo_name(name: str) -> str:
 
 def check_plain_name(name: str, what: str) -> str:
     """`name` if it is one safe path segment (a bundled project, a PyPI distribution), else ValueError."""
-    if not SEGMENT_RE.match(name) or ".." in name:
+    if not SEGMENT_RE.fullmatch(name) or ".." in name:
         raise ValueError(
             f"{what} {name!r} must be a plain name: letters, digits, '_', '.', '-', starting with a letter "
             "or digit, no '/' or '..'"
@@ -125,14 +125,14 @@ class TestEnvironment(StrictModel):
     @classmethod
     def _pinned(cls, v: list[str]) -> list[str]:
         for r in v:
-            if not PIN_RE.match(r):
+            if not PIN_RE.fullmatch(r):
                 raise ValueError(f"requirement {r!r} must be pinned as name==version")
         return v
 
     @field_validator("import_root")
     @classmethod
     def _relative(cls, v: str) -> str:
-        if not REL_PATH_RE.match(v):
+        if not REL_PATH_RE.fullmatch(v):
             raise ValueError(f"import_root {v!r} must be a relative path inside the repository")
         return v
 

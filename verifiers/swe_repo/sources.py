@@ -176,8 +176,9 @@ def pristine_tree(source: RepoSource, dest: Path) -> Path:
     """Write the pristine source into `dest` (created; must not exist)."""
     dest = Path(dest)
     if source.kind == "bundled":
+        files = bundled_files(source.name)  # the name checked before anything is made
         dest.mkdir(parents=True)
-        for rel, path in bundled_files(source.name):
+        for rel, path in files:
             target = dest / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, target, follow_symlinks=False)
