@@ -242,6 +242,8 @@ def encode_record(rec: EpisodeRecord) -> bytes:
             update={
                 "steps": [],
                 "artifact": None,
+                "policy_data": {},
+                "env_kwargs": {},
                 "tests": [],
                 "attempts": [],
                 "retries": [],
