@@ -235,7 +235,7 @@ def test_predictions_reader_takes_any_bytes(tmp_path_factory, data, kind, suffix
     path = tmp_path_factory.mktemp("p") / f"x{suffix}"
     path.write_bytes(data)
     try:
-        for p in read_predictions(path, kind):  # type: ignore[arg-type]
+        for p in read_predictions(path, kind):
             p.text.encode("utf-8")
             p.model.encode("utf-8")
     except PredictionsError as e:
@@ -263,7 +263,7 @@ def test_predictions_reader_takes_any_json_lines(tmp_path_factory, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     for kind in ("predictions", "samples"):
         try:
-            read_predictions(path, kind)  # type: ignore[arg-type]
+            read_predictions(path, kind)
         except PredictionsError as e:
             assert str(e).startswith(str(path)), e
 
