@@ -337,3 +337,27 @@ def test_task_list_and_leaderboard_print_hostile_names_as_text(tmp_path):
     proc = sandgym("tasks", "list", str(root), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout and "[/]" in proc.stdout
+
+
+# -- size caps and whole writes of import outputs ---------------------------------------------------------
+
+
+def test_a_set_with_a_task_file_over_the_loaders_limit_is_not_written(tmp_path, monkeypatch):
+    import sandgym.specs.base as base
+
+    ts = TaskSet.load(bundled_task_set("code_function"))
+    size = max(len(base.dump_yaml(t.hidden.model_dump(mode="json"))) for t in ts.tasks)
+    monkeypatch.setattr(base, "MAX_SPEC_BYTES", size // 2)
+    before = tree_state(tmp_path)
+    with pytest.raises(TaskSpecError, match="over the .* a task file may hold"):
+        ts.write(tmp_path / "out")
+    assert not (tmp_path / "out").exists() and tree_state(tmp_path) == before
+    assert not list(tmp_path.iterdir())  # no temp folder left either
+
+
+def test_a_written_set_appears_whole(tmp_path):
+    ts = TaskSet.load(bundled_task_set("code_function"))
+    (tmp_path / "out").mkdir()  # an empty folder is taken
+    ts.write(tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert TaskSet.load(tmp_path / "out").hash == ts.hash
