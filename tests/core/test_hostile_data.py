@@ -361,3 +361,30 @@ def test_a_written_set_appears_whole(tmp_path):
     ts.write(tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert TaskSet.load(tmp_path / "out").hash == ts.hash
+
+
+@FUZZ
+@given(st.binary(max_size=300))
+def test_task_set_jsonl_reader_takes_any_bytes(tmp_path_factory, data):
+    from sandgym.specs.portable import read_jsonl
+
+    path = tmp_path_factory.mktemp("j") / "set.jsonl"
+    path.write_bytes(data)
+    try:
+        read_jsonl(path)
+    except TaskSpecError as e:
+        assert str(e).startswith(str(path)), e
+
+
+def test_task_set_jsonl_round_trips_gzipped_and_refuses_a_fifo(tmp_path):
+    import gzip
+
+    from sandgym.specs.portable import read_jsonl, write_jsonl
+
+    ts = TaskSet.load(bundled_task_set("code_function"))
+    plain = write_jsonl(ts, tmp_path / "set.jsonl")
+    (tmp_path / "set.jsonl.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    assert read_jsonl(tmp_path / "set.jsonl.gz").hash == ts.hash
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    with pytest.raises(TaskSpecError, match="FIFO"):
+        read_jsonl(tmp_path / "fifo.jsonl")
