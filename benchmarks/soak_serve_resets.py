@@ -16,6 +16,7 @@ import argparse
 import http.client
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -76,6 +77,7 @@ def main() -> int:
     ap.add_argument("--env", default="sandgym/CodeFunction-v0")
     ap.add_argument("--runtime", default="local")
     args = ap.parse_args()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # the server is stopped either way
     port = free_port()
     proc = start_server(args.env, port, args.runtime)
     readings: list[tuple[int, float]] = []
@@ -86,12 +88,18 @@ def main() -> int:
         readings.append((0, rss_mb(proc.pid)))
         print(f"after {args.warmup} warm-up resets: {readings[0][1]:.1f} MB", flush=True)
         t0 = time.perf_counter()
-        for i in range(1, args.resets + 1):
-            reset(conn)
-            if i % args.every == 0 or i == args.resets:
-                readings.append((i, rss_mb(proc.pid)))
-                rate = i / (time.perf_counter() - t0)
-                print(f"{i:>7} resets  rss {readings[-1][1]:7.1f} MB  ({rate:.0f} resets/s)", flush=True)
+        done = 0
+        try:
+            for i in range(1, args.resets + 1):
+                reset(conn)
+                done = i
+                if i % args.every == 0 or i == args.resets:
+                    readings.append((i, rss_mb(proc.pid)))
+                    rate = i / (time.perf_counter() - t0)
+                    print(f"{i:>7} resets  rss {readings[-1][1]:7.1f} MB  ({rate:.1f} resets/s)", flush=True)
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM below: the figures so far
+            readings.append((done, rss_mb(proc.pid)))
+            print(f"stopped after {done} resets: rss {readings[-1][1]:.1f} MB", flush=True)
         conn.close()
     finally:
         proc.terminate()
@@ -102,7 +110,7 @@ def main() -> int:
     first, last = readings[0][1], readings[-1][1]
     peak = max(mb for _, mb in readings)
     print(
-        f"RSS {first:.1f} -> {last:.1f} MB over {args.resets} resets "
+        f"RSS {first:.1f} -> {last:.1f} MB over {readings[-1][0]} resets "
         f"(growth {last - first:+.1f} MB, peak {peak:.1f} MB); load {os.getloadavg()[0]:.2f}"
     )
     return 0
