@@ -20,7 +20,6 @@ counts as unresolved (and `sandgym leaderboard` too).
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import threading
@@ -39,8 +38,9 @@ from sandgym.families import family_of_env, load
 
 from . import __version__
 from .outcomes import Outcome
-from .records import EpisodeRecord, RecordWriter, Summary, Timings, output_error, summarize
+from .records import EpisodeRecord, RecordWriter, Summary, Timings, encodable_text, output_error, summarize
 from .runtimes import Runtime
+from .safe_files import MAX_INPUT_BYTES, UnsafeFile, read_bytes_bounded
 from .specs import TaskPair, TaskSet
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -68,17 +68,17 @@ class Prediction:
 
 
 def _rows(path: Path) -> list[tuple[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise PredictionsError(f"{path}: cannot read: {e}") from None
+    try:  # a regular file (no FIFO, no device), bounded, gzip allowed
+        text = read_bytes_bounded(path, MAX_INPUT_BYTES).decode("utf-8")
+    except UnsafeFile as e:
+        raise PredictionsError(str(e)) from None
     except UnicodeDecodeError as e:
-        raise PredictionsError(f"{path}: not UTF-8 text ({e.reason})") from None
+        raise PredictionsError(f"{path}: not UTF-8 text ({e.reason} at byte offset {e.start})") from None
     if path.name.removesuffix(".gz").endswith(".json") or text.lstrip().startswith("["):
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise PredictionsError(f"{path}: JSON nested too deeply to read; expected a list of objects") from None
         except ValueError as e:
             raise PredictionsError(f"{path}: not JSON ({e}); expected a list of objects, or JSONL") from None
         if isinstance(data, dict):  # {instance_id: prediction}
@@ -92,6 +92,8 @@ def _rows(path: Path) -> list[tuple[str, Any]]:
             continue
         try:
             rows.append((f"{path}:{n}", json.loads(line)))
+        except RecursionError:
+            raise PredictionsError(f"{path}:{n}: JSON nested too deeply to read; expected one object") from None
         except ValueError as e:
             raise PredictionsError(f"{path}:{n}: not JSON: {e}") from None
     return rows
@@ -134,6 +136,9 @@ def read_predictions(path: str | Path, kind: Kind = "predictions") -> list[Predi
                 f"{where}: field `model_name_or_path` missing or not a string (SWE-bench predictions name their model)"
             )
         model = model if isinstance(model, str) and model else path.name.split(".")[0]
+        # Text UTF-8 cannot hold (lone surrogates, from JSON's \ud800 escapes) is
+        # judged and stored escaped: the verdict is the model's, never env_error.
+        text, model = encodable_text(text), encodable_text(model)
         if kind == "predictions":
             if task_id in seen:
                 raise PredictionsError(

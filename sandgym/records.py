@@ -12,12 +12,13 @@ folder) is undone (the file is cut back to where it was) and raised as
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from sandgym.errors import SandgymError
 
@@ -26,6 +27,10 @@ from .outcomes import OUTCOME_NAMES, Outcome
 from .passk import pass_at_k
 
 RECORD_VERSION = 1
+# A stored artifact (a patch, code, an app's state) keeps at most this many
+# bytes, its full size and sha256 beside it: a 55 MB patch is not copied into
+# every record and report.
+MAX_ARTIFACT_BYTES = 1 << 20
 
 
 class StepRecord(BaseModel):
@@ -62,6 +67,10 @@ class EpisodeRecord(BaseModel):
     epoch: int = 0  # which sample of the task this is (--epochs, --samples): 0, 1, ...
     steps: list[StepRecord] = Field(default_factory=list)
     artifact: str | None = None  # what was verified: code, a diff, or the app's final state
+    # Set when the artifact was longer than MAX_ARTIFACT_BYTES: `artifact` is
+    # its first bytes; these are the whole one's size and sha256 (of its UTF-8).
+    artifact_bytes: int | None = None
+    artifact_sha256: str | None = None
     verifier_version: str | None = None
     outcome: str
     status: str | None = None  # the family verifier's own status (SWE: FULL, PARTIAL, NO, ...)
@@ -78,6 +87,30 @@ class EpisodeRecord(BaseModel):
     policy_data: dict[str, Any] = Field(default_factory=dict)
     # Where the episode was played when not in the eval's own process: {"kind": "ray", "node": NODE_ID}.
     executor: dict[str, str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cap_artifact(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("artifact"), str) and data.get("artifact_sha256") is None:
+            capped = cap_artifact(data["artifact"])
+            if capped is not None:
+                data = {**data, **capped}
+        return data
+
+
+def cap_artifact(text: str) -> dict[str, Any] | None:
+    """The record fields of an artifact over MAX_ARTIFACT_BYTES (its first
+    bytes, whole size and sha256), or None when it fits."""
+    if len(text) <= MAX_ARTIFACT_BYTES // 4:  # fits whatever its characters' sizes
+        return None
+    raw = encodable_text(text).encode("utf-8")
+    if len(raw) <= MAX_ARTIFACT_BYTES:
+        return None
+    return {
+        "artifact": raw[:MAX_ARTIFACT_BYTES].decode("utf-8", "ignore"),  # a character cut in two is dropped
+        "artifact_bytes": len(raw),
+        "artifact_sha256": hashlib.sha256(raw).hexdigest(),
+    }
 
 
 class Summary(BaseModel):
@@ -159,19 +192,20 @@ def output_error(path: str | Path, e: OSError, doing: str = "write") -> OutputEr
     return OutputError(f"cannot {doing} {path}: {why}{f' ({name})' if name else ''}; {hint}")
 
 
-def _clean_text(value: str) -> str:
-    """`value` with lone surrogates (which UTF-8 cannot hold) written as \\udXXX escapes."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+def encodable_text(value: str) -> str:
+    """`value` with lone surrogates (the only code points UTF-8 cannot hold)
+    written as \\udXXX escapes; `value` itself when it has none."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def clean_strings(value: Any) -> Any:
     """A copy of JSON-like data whose strings are all valid Unicode (lone surrogates escaped)."""
     if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-            return value
-        except UnicodeEncodeError:
-            return _clean_text(value)
+        return encodable_text(value)
     if isinstance(value, dict):
         return {clean_strings(k): clean_strings(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -180,21 +214,27 @@ def clean_strings(value: Any) -> Any:
 
 
 def encode_record(rec: EpisodeRecord) -> bytes:
-    """The record as one JSONL line (UTF-8, newline-terminated). When it
-    cannot be encoded (a string no encoding can hold, a value JSON cannot
-    say), the episode becomes an `env_error` record naming why, its strings
-    made encodable: one bad episode never ends a run."""
+    """The record as one JSONL line (UTF-8, newline-terminated). A string
+    UTF-8 cannot hold (a lone surrogate in a sample, an action, a model's
+    name) is stored with those code points escaped and the verdict kept:
+    text is never the infrastructure's failure. Only a record that still
+    cannot be encoded (a value JSON cannot say) becomes an `env_error`
+    record naming why: one bad episode never ends a run."""
     try:
         return (rec.model_dump_json() + "\n").encode("utf-8")
     except (ValueError, TypeError, UnicodeError, RecursionError) as e:  # PydanticSerializationError is a ValueError
         reason = f"{type(e).__name__}: {e}"
     data = clean_strings(rec.model_dump(mode="python", warnings=False))
+    try:
+        return (EpisodeRecord.model_validate(data).model_dump_json() + "\n").encode("utf-8")
+    except (ValueError, TypeError, UnicodeError, RecursionError) as e:
+        reason = f"{type(e).__name__}: {e}"
     data.update(
         outcome=Outcome.ENV_ERROR.value,
         reward=None,
         pass_rate=None,
         status=None,
-        error=_clean_text(f"the episode's record could not be encoded as JSON ({reason[:500]})"),
+        error=encodable_text(f"the episode's record could not be encoded as JSON ({reason[:500]})"),
     )
     fixed = EpisodeRecord.model_validate(data)
     try:
@@ -204,6 +244,8 @@ def encode_record(rec: EpisodeRecord) -> bytes:
             update={
                 "steps": [],
                 "artifact": None,
+                "policy_data": {},
+                "env_kwargs": {},
                 "tests": [],
                 "attempts": [],
                 "retries": [],

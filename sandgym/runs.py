@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from sandgym.errors import SandgymError
 
 from .records import EpisodeRecord, Summary, latest_records, summarize
+from .safe_files import MAX_INPUT_BYTES, UnsafeFile, read_bytes_bounded
 
 TRAJECTORIES = "trajectories.jsonl"  # the names sandgym.harness writes
 SUMMARY = "summary.json"
@@ -51,13 +52,19 @@ def _fields(err: ValidationError) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def _read_records(path: Path) -> list[EpisodeRecord]:
+def _read_text(path: Path) -> str:
+    """A run folder's file: a regular file inside the folder (no symlink out
+    of it, no FIFO or device), bounded."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise RunError(f"{path}: cannot read: {e.strerror}") from None
+        return read_bytes_bounded(path, MAX_INPUT_BYTES, root=path.parent).decode("utf-8")
+    except UnsafeFile as e:
+        raise RunError(str(e)) from None
     except UnicodeDecodeError as e:
         raise RunError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def _read_records(path: Path) -> list[EpisodeRecord]:
+    text = _read_text(path)
     records = []
     lines = text.split("\n")
     torn = lines.pop()  # after the last newline: "" unless a write was cut off
@@ -86,11 +93,10 @@ def _read_records(path: Path) -> list[EpisodeRecord]:
 
 
 def _read_summary(path: Path) -> Summary:
+    text = _read_text(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise RunError(f"{path}: cannot read: {e.strerror}") from None
-    except ValueError as e:  # JSON and UTF-8 errors alike
+        raw = json.loads(text)
+    except (ValueError, RecursionError) as e:  # JSON and UTF-8 errors alike
         raise RunError(f"{path}: not JSON ({e}); delete it to rebuild the summary from the records") from None
     if not isinstance(raw, dict):
         raise RunError(f"{path}: expected a JSON object, got {type(raw).__name__}")

@@ -76,6 +76,9 @@ from .runtimes import Runtime, get_runtime
 from .specs import TaskSet
 
 RESET_ARGS = ("seed", "episode_id", "task_id")
+# The largest HTTP request body (a reset, a step's action, a Task API query)
+# the app reads; a larger one is answered 413 before it is read whole.
+MAX_BODY_BYTES = 16 << 20
 
 
 class ProtocolError(ValueError):
@@ -107,6 +110,41 @@ def _plain(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return str(value)
+
+
+class BodyLimit:
+    """ASGI middleware: HTTP request bodies of at most `max_bytes`, else 413
+    with a one-line `detail` (by Content-Length before anything is read, or
+    as a chunked body's bytes arrive). WebSocket frames are uvicorn's to bound."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _detail(self, size: str) -> str:
+        return f"the request body is {size} bytes; this server takes at most {self.max_bytes:,}"
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        from fastapi import HTTPException
+
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and (not value.isdigit() or int(value) > self.max_bytes):
+                size = f"{int(value):,}" if value.isdigit() else repr(value.decode("latin-1")[:40])
+                return await JSONResponse(status_code=413, content={"detail": self._detail(size)})(scope, receive, send)
+        seen = 0
+
+        async def bounded_receive() -> dict[str, Any]:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:  # raised inside the route: the app answers it (413)
+                    raise HTTPException(status_code=413, detail=self._detail(f"more than {self.max_bytes:,}"))
+            return message
+
+        await self.app(scope, bounded_receive, send)
 
 
 class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymState]):
@@ -337,6 +375,7 @@ def build_app(
     *,
     close_runtime: bool | None = None,
     warm: bool = True,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> FastAPI:
     """The OpenEnv app serving `env_id`.
 
@@ -346,7 +385,8 @@ def build_app(
     this function made it (or when `close_runtime=True`). `max_sessions`
     bounds concurrent WebSocket sessions; `session_timeout` (seconds, None:
     never) is openenv's idle-session timeout. `warm` starts the runtime (for
-    the local runtime: its zygote) before the first session.
+    the local runtime: its zygote) before the first session. HTTP request
+    bodies over `max_body_bytes` are answered 413.
 
     Raises ValueError for an unknown env id, runtime or bad env kwargs
     (`RuntimeUnavailable` for a runtime that cannot run here).
@@ -398,6 +438,7 @@ def build_app(
         return JSONResponse(status_code=status, content={"detail": str(exc)})
 
     app.add_exception_handler(ProtocolError, protocol_error)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
     app.state.sandgym_sessions = sessions
     try:  # Prometheus metrics on /metrics, in a registry of this app's own
         from .observability.metrics import ServeObserver, mount_metrics

@@ -11,6 +11,7 @@ from pathlib import Path
 import typer
 
 from sandgym.specs import TaskSpecError
+from sandgym.terminal import shown
 
 
 def import_humaneval_cmd(
@@ -27,4 +28,4 @@ def import_humaneval_cmd(
     if not file.exists():
         raise TaskSpecError(f"{file}: no such file")
     ts = import_humaneval(file, out, name=name, timeout_s=timeout_s)
-    Console().print(f"imported {len(ts)} tasks into {out} (task set {ts.hash})")
+    Console().print(f"imported {len(ts)} tasks into {shown(out)} (task set {ts.hash})", highlight=False)

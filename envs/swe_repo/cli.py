@@ -15,6 +15,7 @@ from pathlib import Path
 import typer
 
 from sandgym.specs import TaskSpecError
+from sandgym.terminal import shown
 
 
 def progress_bar():
@@ -76,14 +77,14 @@ def import_swebench_cmd(
                 jobs=jobs,
                 limit=limit,
                 progress=on_progress,
-                log=lambda m: progress.console.print(m, highlight=False),
+                log=lambda m: progress.console.print(shown(m), highlight=False),
             )
     finally:
         if rt is not None:
             rt.close()
     Console().print(
-        f"imported {len(ts)} tasks into {out} (task set {ts.hash})"
-        + (f"; dropped {len(dropped)}: {', '.join(i for i, _ in dropped[:10])}" if dropped else ""),
+        f"imported {len(ts)} tasks into {shown(out)} (task set {ts.hash})"
+        + (f"; dropped {len(dropped)}: {shown(', '.join(i for i, _ in dropped[:10]))}" if dropped else ""),
         highlight=False,
     )
 
@@ -142,17 +143,17 @@ def make_swe_cmd(
                 levels=levels,
                 combined_share=combined,
                 state=state,
-                log=lambda m: progress.console.print(m, highlight=False),
+                log=lambda m: progress.console.print(shown(m), highlight=False),
                 progress=on_progress,
             )
     finally:
         rt.close()
     made = sum(r.tasks for r in results)
     for r in results:
-        Console().print(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}", highlight=False)
+        Console().print(shown(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}"), highlight=False)
     if not made:
         raise FactoryError("no task survived validation")
-    Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {out}")
+    Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {shown(out)}")
 
 
 def audit_cmd(
@@ -190,7 +191,7 @@ def audit_cmd(
     out = Console()
     for kind in ("reachable_answers", "hidden_tests_visible"):
         for row in data[kind]:
-            out.print(f"[red]{row['task']}[/]: {kind.replace('_', ' ')}: {row['where']} ({row['file']})")
+            out.print(f"[red]{shown(row['task'])}[/]: {kind.replace('_', ' ')}: {shown(row['where'])} ({shown(row['file'])})")
     found = len(data["reachable_answers"]) + len(data["hidden_tests_visible"])
     out.print(
         f"{data['tasks']} tasks audited on {runtime}: {len(data['reachable_answers'])} reachable answers, "

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..outcomes import OUTCOME_NAMES
-from .shared import console, env_options, err_console, fail, load_task_set
+from .shared import console, env_options, err_console, fail, load_task_set, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -53,7 +53,7 @@ def outcome_table(summary) -> Table:
 
     from ..records import policy_label
 
-    table = Table(title=f"{summary.task_set} · {policy_label(summary.policy)} · {summary.runtime}")
+    table = Table(title=shown(f"{summary.task_set} · {policy_label(summary.policy)} · {summary.runtime}"))
     table.add_column("outcome")
     table.add_column("episodes", justify="right")
     table.add_column("share", justify="right")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from .shared import console, err_console, fail
+from .shared import console, err_console, fail, shown
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -26,7 +26,7 @@ def report_cmd(
         path = write_report(run_dir, out)
     except RunError as e:
         fail(str(e))
-    console().print(f"report: {path}")
+    console().print(f"report: {shown(path)}", highlight=False)
 
 
 def leaderboard_cmd(
@@ -55,9 +55,9 @@ def leaderboard_cmd(
         return
     console().print(leaderboard_table(board))
     for row in board.to_rows():
-        console().print(f"#{row['rank']} {row['run_dir']}", highlight=False, soft_wrap=True)
+        console().print(f"#{row['rank']} {shown(row['run_dir'])}", highlight=False, soft_wrap=True)
     for w in board.warnings:
-        err_console().print(f"[yellow]warning:[/] {w}", highlight=False)
+        err_console().print(f"[yellow]warning:[/] {shown(w)}", highlight=False)
 
 
 def leaderboard_table(board) -> Table:
@@ -69,7 +69,7 @@ def leaderboard_table(board) -> Table:
     rows = board.to_rows()
     show_k = any(r["samples_per_task"] > 1 and r["pass_at_k"] for r in rows)
     table = Table(
-        title=f"{board.task_set} · {board.task_set_hash[:19]}",
+        title=f"{shown(board.task_set)} · {shown(board.task_set_hash[:19])}",
         caption="mean: not_executed counts as 0 (as SWE-bench counts a missing prediction); env_error is left out",
         box=None,
         pad_edge=False,
@@ -95,7 +95,7 @@ def leaderboard_table(board) -> Table:
     for row in rows:
         ci = "n/a" if row["ci_low"] is None else f"{row['ci_low']:.3f}-{row['ci_high']:.3f}"
         mean = "n/a" if row["mean_reward"] is None else f"{row['mean_reward']:.3f}"
-        cells = [str(row["rank"]), row["model"], mean, ci, str(row["n_counted"])]
+        cells = [str(row["rank"]), shown(row["model"]), mean, ci, str(row["n_counted"])]
         if show_k:
             ks = row["pass_at_k"] if row["samples_per_task"] > 1 else {}
             top = max(ks, key=int) if ks else None

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
+from ..terminal import shown
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -36,10 +38,8 @@ def err_console() -> Console:
 
 def fail(message: str) -> NoReturn:
     """Print `error: MESSAGE` on standard error and exit 2."""
-    from rich.markup import escape
-
     # soft_wrap: the message stays one line, whatever the terminal's width.
-    err_console().print("[bold red]error:[/] " + escape(message), highlight=False, soft_wrap=True)
+    err_console().print("[bold red]error:[/] " + shown(message, one_line=False), highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from .shared import console, err_console, fail, load_task_set
+from .shared import console, err_console, fail, load_task_set, shown
 
 
 def import_jsonl_cmd(
@@ -32,7 +32,9 @@ def import_jsonl_cmd(
         ts = TaskSet.load(out)
     except TaskSpecError as e:
         fail(str(e))
-    console().print(f"imported {len(ts)} {ts.meta.family} tasks into {out} (task set {ts.hash})", highlight=False)
+    console().print(
+        f"imported {len(ts)} {ts.meta.family} tasks into {shown(out)} (task set {ts.hash})", highlight=False
+    )
 
 
 def export_cmd(
@@ -69,7 +71,7 @@ def export_cmd(
         if repos_out is not None:
             fail("--repos-out belongs to the swebench format; jsonl holds the task specs themselves")
         write_jsonl(ts, out)
-        console().print(f"wrote {len(ts)} tasks to {out} (task set {ts.hash})", highlight=False)
+        console().print(f"wrote {len(ts)} tasks to {shown(out)} (task set {ts.hash})", highlight=False)
         return
     if fmt not in exporters:
         fail(f"--format {fmt!r}: a {ts.meta.family} task set exports as " + ", ".join(["jsonl", *exporters]))
@@ -92,7 +94,7 @@ def export_cmd(
             message = load(exporters[fmt])(ts, out, options)
     except (SandgymError, ValueError) as e:  # every family's errors derive from SandgymError
         fail(str(e))
-    console().print(f"{message} (task set {ts.hash})", highlight=False)
+    console().print(f"{shown(message)} (task set {ts.hash})", highlight=False)
 
 
 def list_cmd(
@@ -108,13 +110,15 @@ def list_cmd(
     if tasks is None:
         return _list_bundled()
     ts = load_task_set(tasks)
-    table = Table(title=f"{ts.meta.name} v{ts.meta.version} · {ts.meta.family} · {len(ts)} tasks · {ts.hash[:19]}")
+    table = Table(
+        title=f"{shown(ts.meta.name)} v{ts.meta.version} · {ts.meta.family} · {len(ts)} tasks · {ts.hash[:19]}"
+    )
     columns = spec_module(ts.meta.family)
     for col in ("id", *columns.LIST_COLUMNS):
         table.add_column(col)
     for t in ts.tasks:
-        row = columns.list_row(t)
-        table.add_row(t.id, *row)
+        row = columns.list_row(t)  # text from the task files: shown, never obeyed
+        table.add_row(shown(t.id), *(shown(cell) for cell in row))
     console().print(table)
 
 
@@ -135,7 +139,7 @@ def _list_bundled() -> None:
         try:
             ts = TaskSet.load(bundled_dir() / name)
         except TaskSpecError as e:
-            table.add_row(name, name.split("/")[0], "?", f"[red]{str(e)[:60]}[/]")
+            table.add_row(name, name.split("/")[0], "?", f"[red]{shown(str(e)[:60])}[/]")
             continue
         envs.add(f"{ts.meta.family}: {family(ts.meta.family).env_id}")
         table.add_row(name, ts.meta.family, str(len(ts)), ts.hash[:19])
@@ -185,7 +189,7 @@ def validate_cmd(
                 progress.update(bar, advance=1)
                 problems += len(found)
                 for problem in found:
-                    console().print(f"[red]{task.id}[/]: {problem}")
+                    console().print(f"[red]{shown(task.id)}[/]: {shown(problem)}", highlight=False)
     finally:
         rt.close()
     console().print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
@@ -236,8 +240,8 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
                     problems += 1
                     why = rec.error or "; ".join(t["detail"] for t in rec.tests if t.get("status") != "passed")[:300]
                     console().print(
-                        f"[red]{rec.task_id}[/]: the {name} policy scored {rec.outcome}"
-                        f"{' (' + rec.status + ')' if rec.status else ''}: {why}",
+                        f"[red]{shown(rec.task_id)}[/]: the {name} policy scored {shown(rec.outcome)}"
+                        f"{' (' + shown(rec.status) + ')' if rec.status else ''}: {shown(why)}",
                         highlight=False,
                     )
     except ValueError as e:
@@ -263,4 +267,4 @@ def schema_cmd(
     out.mkdir(parents=True, exist_ok=True)
     for kind, schema in schemas.items():
         (out / f"{kind}.schema.json").write_text(json.dumps(schema, indent=2) + "\n")
-    console().print(f"wrote {len(schemas)} schemas to {out}")
+    console().print(f"wrote {len(schemas)} schemas to {shown(out)}")

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
@@ -26,14 +29,17 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from sandgym.errors import SandgymError
 from sandgym.families import FAMILIES, UnknownFamily, spec_module
 from sandgym.families import family as family_entry
+from sandgym.safe_files import UnsafeFile, read_bytes_bounded, write_atomic
 
 SCHEMA_VERSION = 1
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
 
 
 def _check_task_id(v: str) -> str:
-    if not TASK_ID_RE.match(v):
+    if not TASK_ID_RE.fullmatch(v):  # fullmatch: `$` would let a "\n" end pass
         raise ValueError(f"task id {v!r} must be letters, digits, '_', '.', '-' and '/' separators")
+    if any(part in (".", "..") for part in v.split("/")):  # ids name files and refs elsewhere
+        raise ValueError(f"task id {v!r} has a '.' or '..' segment; name each part with a letter or digit")
     return v
 
 
@@ -259,17 +265,14 @@ def load_yaml_text(text: str) -> Any:
         loader.dispose()
 
 
-def _load_yaml(path: Path) -> Any:
+def _load_yaml(path: Path, root: Path) -> Any:
+    """A task file's data: a regular file whose real path is inside the task
+    set's folder `root` (no symlink out of it, no FIFO or device), at most
+    MAX_SPEC_BYTES."""
     try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise TaskSpecError(
-                f"{path}: {size:,} bytes; a task file may hold at most {MAX_SPEC_BYTES:,} "
-                "(keep large data out of task specs)"
-            )
-        raw = path.read_bytes()
-    except OSError as e:
-        raise TaskSpecError(f"{path}: cannot read: {e.strerror or e}") from None
+        raw = read_bytes_bounded(path, MAX_SPEC_BYTES, root=root)
+    except UnsafeFile as e:
+        raise TaskSpecError(f"{e} (a task file may hold at most {MAX_SPEC_BYTES:,} bytes)") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -289,8 +292,8 @@ def _load_yaml(path: Path) -> Any:
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
-def _parse(model: type[_Model], path: Path) -> _Model:
-    data = _load_yaml(path)
+def _parse(model: type[_Model], path: Path, root: Path) -> _Model:
+    data = _load_yaml(path, root)
     if not isinstance(data, dict):
         raise TaskSpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     try:
@@ -353,21 +356,21 @@ class TaskSet:
         meta_path = root / "taskset.yaml"
         if not meta_path.exists():
             raise TaskSpecError(f"{meta_path}: missing; a task set needs taskset.yaml naming its family")
-        meta = _parse(TaskSetMeta, meta_path)
+        meta = _parse(TaskSetMeta, meta_path, root)
         visible_model, hidden_model = family_models(meta.family)
         for sub in ("tasks", "hidden"):
             if not (root / sub).is_dir():
                 raise TaskSpecError(f"{root / sub}: missing folder")
         visible: dict[str, tuple[Path, VisibleSpec]] = {}
         for p in _spec_files(root / "tasks"):
-            v = _parse(visible_model, p)
+            v = _parse(visible_model, p, root)
             if v.id in visible:
                 raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
             visible[v.id] = (p, v)
         pairs = []
         seen_hidden: dict[str, Path] = {}
         for p in _spec_files(root / "hidden"):
-            h = _parse(hidden_model, p)
+            h = _parse(hidden_model, p, root)
             if h.id not in visible:
                 raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
             if h.id in seen_hidden:
@@ -382,10 +385,13 @@ class TaskSet:
         return cls(meta, pairs, root)
 
     def write(self, folder: str | Path) -> Path:
+        """Write the set into `folder`. Every file is made
+        first and checked against the loader's own limit (TaskSpecError
+        naming the task, nothing written); then the set is written in a
+        folder beside it and renamed into place, so a crash leaves no half set
+        (into a folder that holds files already, each file is replaced whole)."""
         root = Path(folder)
-        (root / "tasks").mkdir(parents=True, exist_ok=True)
-        (root / "hidden").mkdir(parents=True, exist_ok=True)
-        (root / "taskset.yaml").write_text(dump_yaml(self.meta.model_dump(mode="json")))
+        files = {"taskset.yaml": dump_yaml(self.meta.model_dump(mode="json")).encode()}
         used: set[str] = set()
         for t in self.tasks:
             slug = slugify(t.id)
@@ -395,7 +401,31 @@ class TaskSet:
             halves: tuple[tuple[str, VisibleSpec | HiddenSpec], ...] = (("tasks", t.visible), ("hidden", t.hidden))
             for sub, half in halves:
                 data = half.model_dump(mode="json", exclude_defaults=True)
-                (root / sub / f"{slug}.yaml").write_text(dump_yaml({"id": half.id, **data}))
+                raw = dump_yaml({"id": half.id, **data}).encode()
+                if len(raw) > MAX_SPEC_BYTES:
+                    raise TaskSpecError(
+                        f"task {t.id!r}: its {sub}/ file would be {len(raw):,} bytes, over the "
+                        f"{MAX_SPEC_BYTES:,} a task file may hold; leave the task out or make it smaller"
+                    )
+                files[f"{sub}/{slug}.yaml"] = raw
+        if root.exists() and any(root.iterdir()):  # a set being added to (the task factory): file by file
+            for sub in ("tasks", "hidden"):
+                (root / sub).mkdir(exist_ok=True)
+            for name, raw in files.items():
+                write_atomic(root / name, raw)
+            return root
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+        try:
+            for sub in ("tasks", "hidden"):
+                (tmp / sub).mkdir()
+            for name, raw in files.items():
+                (tmp / name).write_bytes(raw)
+            os.chmod(tmp, 0o755)
+            os.replace(tmp, root)  # rename(2) over an empty folder
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return root
 
 

@@ -11,12 +11,12 @@ may go.
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from sandgym.safe_files import MAX_INPUT_BYTES, UnsafeFile, read_bytes_bounded, write_atomic
 from sandgym.specs.base import (
     TaskSet,
     TaskSetMeta,
@@ -42,29 +42,25 @@ def write_jsonl(task_set: TaskSet, out: str | Path) -> Path:
                 ensure_ascii=False,
             )
         )
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(out)
-    return out
+    return write_atomic(out, "\n".join(lines) + "\n")
 
 
 def read_jsonl(src: str | Path) -> TaskSet:
     src = Path(src)
-    opener = gzip.open if src.suffix == ".gz" else open
-    try:
-        with opener(src, "rt", encoding="utf-8") as f:
-            lines = [(n, line) for n, line in enumerate(f, 1) if line.strip()]
-    except OSError as e:
-        raise TaskSpecError(f"{src}: cannot read: {e}") from None
+    try:  # a regular file (no FIFO, no device), bounded, gzip allowed
+        text = read_bytes_bounded(src, MAX_INPUT_BYTES).decode("utf-8")
+    except UnsafeFile as e:
+        raise TaskSpecError(str(e)) from None
     except UnicodeDecodeError as e:
-        raise TaskSpecError(f"{src}: not UTF-8 text ({e.reason})") from None
+        raise TaskSpecError(f"{src}: not UTF-8 text ({e.reason} at byte offset {e.start})") from None
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), 1) if line.strip()]
     if not lines:
         raise TaskSpecError(f'{src}: empty file; expected a {{"taskset": ...}} line, then one line per task')
     rows = []
     for n, line in lines:
         try:
             row = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise TaskSpecError(f"{src}:{n}: not JSON: {e}") from None
         if not isinstance(row, dict):
             raise TaskSpecError(f"{src}:{n}: expected a JSON object, got {type(row).__name__}")

@@ -27,6 +27,33 @@ from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, Visibl
 PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*(\[[A-Za-z0-9_,\-]+\])?==[A-Za-z0-9.+!\-]+$")
 REL_PATH_RE = re.compile(r"^(?!/)(?!.*(^|/)\.\.(/|$))[^\0]*$")
 COMMIT_RE = re.compile(r"^([0-9a-f]{40}|[0-9a-f]{64})$")
+# Names that become paths (a bundled project's folder, a cache file, a
+# clone's folder): one segment of safe characters, never "." or "..".
+SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")  # fullmatch: `$` would let a "\n" end pass
+
+
+def check_repo_name(name: str) -> str:
+    """`name` if it is a repository as SWE-bench names it, `owner/name` with
+    two safe segments (letters, digits, '_', '.', '-'; no '..'), else ValueError."""
+    parts = name.split("/")
+    if len(parts) != 2 or not all(SEGMENT_RE.fullmatch(p) and ".." not in p for p in parts):
+        raise ValueError(
+            f"repository {name!r} must be owner/name, each part letters, digits, '_', '.', '-' "
+            "(starting with a letter or digit, no '..'), e.g. astropy/astropy"
+        )
+    return name
+
+
+def check_plain_name(name: str, what: str) -> str:
+    """`name` if it is one safe path segment (a bundled project, a PyPI distribution), else ValueError."""
+    if not SEGMENT_RE.fullmatch(name) or ".." in name:
+        raise ValueError(
+            f"{what} {name!r} must be a plain name: letters, digits, '_', '.', '-', starting with a letter "
+            "or digit, no '/' or '..'"
+        )
+    return name
+
+
 # Fields only a git source uses: left out of a dump while empty, so adding
 # them changed no existing task's content hash or start-state key.
 GIT_ONLY_FIELDS = ("commit", "environment_setup_commit")
@@ -54,8 +81,16 @@ class RepoSource(StrictModel):
 
     @model_validator(mode="after")
     def _pinned(self) -> RepoSource:
+        if self.kind == "git":
+            check_repo_name(self.name)
+        else:  # a folder under the bundled projects, or a file name in the sdist cache
+            check_plain_name(self.name, "a bundled project's name" if self.kind == "bundled" else "a PyPI name")
         if self.kind == "pypi" and not (self.version and re.fullmatch(r"[0-9a-f]{64}", self.sdist_sha256)):
             raise ValueError("a pypi source needs `version` and a 64-hex `sdist_sha256`")
+        if self.kind == "pypi":  # the version names the cached sdist's file; the url is fetched
+            check_plain_name(self.version, "a PyPI version")
+            if self.sdist_url and not self.sdist_url.startswith("https://"):
+                raise ValueError(f"`sdist_url` {self.sdist_url[:200]!r} must be an https:// URL (or left out)")
         if self.kind == "git":
             if not COMMIT_RE.match(self.commit):
                 raise ValueError(
@@ -90,14 +125,14 @@ class TestEnvironment(StrictModel):
     @classmethod
     def _pinned(cls, v: list[str]) -> list[str]:
         for r in v:
-            if not PIN_RE.match(r):
+            if not PIN_RE.fullmatch(r):
                 raise ValueError(f"requirement {r!r} must be pinned as name==version")
         return v
 
     @field_validator("import_root")
     @classmethod
     def _relative(cls, v: str) -> str:
-        if not REL_PATH_RE.match(v):
+        if not REL_PATH_RE.fullmatch(v):
             raise ValueError(f"import_root {v!r} must be a relative path inside the repository")
         return v
 

@@ -37,6 +37,8 @@ FLOOR = (
     "sandgym.spaces",
     "sandgym.specs",
     "sandgym.families",
+    "sandgym.safe_files",  # reading hostile files, atomic writes (stdlib only)
+    "sandgym.terminal",  # shown(): text from data made safe to print
     "sandgym.task_specs",
 )
 # The declared contracts the core is typed against: the only modules of

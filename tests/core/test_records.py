@@ -53,17 +53,22 @@ def test_each_record_is_one_whole_line(tmp_path):
     assert [json.loads(line)["task_id"] for line in data.splitlines()] == [f"t/{i}" for i in range(5)]
 
 
-def test_a_record_that_cannot_be_encoded_becomes_that_episodes_env_error():
+def test_text_utf8_cannot_hold_is_stored_escaped_with_its_verdict_kept():
     bad = record(
         steps=[StepRecord(index=0, action="a\ud800b", observation="ok", tool="submit", reward=1.0, duration_s=0.1)],
         artifact="\udcff",
     )
-    line = encode_record(bad)
-    again = EpisodeRecord.model_validate_json(line)
+    again = EpisodeRecord.model_validate_json(encode_record(bad))
+    assert again.outcome == "passed" and again.reward == 1.0 and again.error is None  # the verdict is the model's
+    assert again.steps[0].action == "a\\ud800b" and again.artifact == "\\udcff" and again.task_id == "t/a"
+
+
+def test_a_record_that_cannot_be_encoded_becomes_that_episodes_env_error():
+    bad = record(policy_data={"x": object()}, artifact="\udcff")
+    again = EpisodeRecord.model_validate_json(encode_record(bad))
     assert again.outcome == "env_error" and again.reward is None
-    assert again.error is not None
-    assert "could not be encoded" in again.error and "surrogates not allowed" in again.error
-    assert again.steps[0].action == "a\\ud800b" and again.task_id == "t/a"  # kept, made encodable
+    assert again.error is not None and "could not be encoded" in again.error
+    assert again.task_id == "t/a"
 
 
 def test_the_run_folder_reader_takes_superseded_and_torn_records(tmp_path):

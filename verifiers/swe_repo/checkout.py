@@ -10,7 +10,8 @@ Two tar streams are kept per task, both with paths under `repo/`:
   the fix is in its object store: the base patch is applied before `git add`.
 
 Entries live under `cache_dir()/swe_start/KEY/`, where KEY hashes what the
-start state is made of, so a reset costs a sandbox and one `put_archive`.
+start state is made of (for a bundled project, its files' contents too:
+`start_key`), so a reset costs a sandbox and one `put_archive`.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandgym.specs.swe_repo import SWETask
-from sandgym.verifiers.swe_repo.sources import RepoError, cache_dir, cache_lock, pristine_tree
+from sandgym.verifiers.swe_repo.sources import RepoError, bundled_digest, cache_dir, cache_lock, pristine_tree
 
 CHECKOUT_VERSION = 1
 REPO_NAME = "repo"
@@ -60,10 +61,15 @@ _memo_lock = threading.Lock()
 
 
 def start_key(task: SWETask) -> str:
-    raw = json.dumps(
-        {"v": CHECKOUT_VERSION, "repo": task.repo.model_dump(mode="json"), "base_patch": task.base_patch},
-        sort_keys=True,
-    )
+    """What the start state is made of: the source, the base patch, and for a
+    bundled project (a folder that may change under the same name) a hash
+    of its files, so a changed project is never served from the cache.
+    sdists are pinned by sha256 and git trees by commit id already."""
+    parts: dict[str, object] = {"v": CHECKOUT_VERSION, "repo": task.repo.model_dump(mode="json")}
+    parts["base_patch"] = task.base_patch
+    if task.repo.kind == "bundled":
+        parts["files"] = bundled_digest(task.repo.name)
+    raw = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:20]
 
 

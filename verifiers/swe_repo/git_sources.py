@@ -20,11 +20,10 @@ the verifier refuses symlinks anyway.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 from pathlib import Path, PurePosixPath
 
-from sandgym.specs.swe_repo import COMMIT_RE, RepoSource
+from sandgym.specs.swe_repo import COMMIT_RE, RepoSource, check_repo_name
 from sandgym.verifiers.swe_repo.checkout import git_env
 from sandgym.verifiers.swe_repo.sources import RepoError, cache_dir, cache_lock
 
@@ -34,10 +33,11 @@ SANDGYM_REF = "refs/sandgym"  # refs that keep fetched commits in the mirror
 
 def repo_slug(name: str) -> str:
     """`owner/name` -> `owner__name`, SWE-bench's own spelling (image and log names)."""
-    slug = name.strip("/").replace("/", "__")
-    if not re.fullmatch(r"[A-Za-z0-9_.\-]+", slug) or slug.startswith("."):
-        raise RepoError(f"repository name {name!r}: expected owner/name of letters, digits, '_', '.', '-'")
-    return slug
+    try:
+        check_repo_name(name)
+    except ValueError as e:
+        raise RepoError(str(e)) from None
+    return name.replace("/", "__")
 
 
 def mirror_dir(name: str) -> Path:
@@ -75,9 +75,10 @@ def is_git_repo(path: Path) -> Path | None:
 def find_local_repo(repos_dir: str | Path, name: str) -> Path:
     """The clone of `owner/name` under `repos_dir`: `owner__name` or `name`, with or without `.git`."""
     root = Path(repos_dir)
-    base = name.strip("/").rsplit("/", 1)[-1]
+    slug = repo_slug(name)  # checked: owner/name of safe segments, so nothing leaves `root`
+    base = name.rsplit("/", 1)[-1]
     tried = []
-    for stem in dict.fromkeys((repo_slug(name), base)):
+    for stem in dict.fromkeys((slug, base)):
         for cand in (root / stem, root / f"{stem}.git"):
             tried.append(cand.name)
             if cand.is_dir() and is_git_repo(cand):

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sandgym.errors import SandgymError
-from sandgym.specs.swe_repo import RepoSource, TestEnvironment
+from sandgym.specs.swe_repo import RepoSource, TestEnvironment, check_plain_name
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -130,14 +130,59 @@ def bundled_projects_dir() -> Path:
     return bundled_dir() / "swe_repo" / "projects"
 
 
+def bundled_project(name: str) -> Path:
+    """The folder of the bundled project `name`: a plain name, a real folder
+    right under the bundled projects (not a symlink leaving them)."""
+    root = bundled_projects_dir()
+    try:
+        check_plain_name(name, "a bundled project's name")
+    except ValueError as e:
+        raise RepoError(str(e)) from None
+    src = root / name
+    if src.is_symlink() or not src.is_dir():
+        raise RepoError(
+            f"no bundled project {name!r} in {root} (a folder there, not a link); choose one of "
+            f"{', '.join(sorted(p.name for p in root.iterdir() if p.is_dir() and not p.is_symlink()))}"
+        )
+    return src
+
+
+def bundled_files(name: str) -> list[tuple[str, Path]]:
+    """(relative path, path) of the regular files of a bundled project, sorted:
+    symlinks (to files or folders) and caches are left out, as from sdists."""
+    src = bundled_project(name)
+    out: list[tuple[str, Path]] = []
+    for dirpath, dirnames, filenames in os.walk(src):  # os.walk does not enter symlinked folders
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for fn in filenames:
+            path = Path(dirpath) / fn
+            if fn.endswith(".pyc") or path.is_symlink() or not path.is_file():
+                continue
+            out.append((path.relative_to(src).as_posix(), path))
+    return sorted(out)
+
+
+def bundled_digest(name: str) -> str:
+    """A hash of a bundled project's files (paths, modes, contents): what a start state made from it holds."""
+    h = hashlib.sha256()
+    for rel, path in bundled_files(name):
+        data = path.read_bytes()
+        h.update(f"{rel}\0{os.stat(path).st_mode & 0o111 != 0}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
+
+
 def pristine_tree(source: RepoSource, dest: Path) -> Path:
     """Write the pristine source into `dest` (created; must not exist)."""
     dest = Path(dest)
     if source.kind == "bundled":
-        src = bundled_projects_dir() / source.name
-        if not src.is_dir():
-            raise RepoError(f"no bundled project {source.name!r} in {bundled_projects_dir()}")
-        shutil.copytree(src, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        files = bundled_files(source.name)  # the name checked before anything is made
+        dest.mkdir(parents=True)
+        for rel, path in files:
+            target = dest / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target, follow_symlinks=False)
+            os.chmod(target, 0o755 if os.stat(path).st_mode & 0o111 else 0o644)
         return dest
     if source.kind == "git":  # a repository at a commit (git_sources.py)
         from sandgym.verifiers.swe_repo.git_sources import git_tree
