@@ -191,7 +191,9 @@ def audit_cmd(
     out = Console()
     for kind in ("reachable_answers", "hidden_tests_visible"):
         for row in data[kind]:
-            out.print(f"[red]{shown(row['task'])}[/]: {kind.replace('_', ' ')}: {shown(row['where'])} ({shown(row['file'])})")
+            out.print(
+                f"[red]{shown(row['task'])}[/]: {kind.replace('_', ' ')}: {shown(row['where'])} ({shown(row['file'])})"
+            )
     found = len(data["reachable_answers"]) + len(data["hidden_tests_visible"])
     out.print(
         f"{data['tasks']} tasks audited on {runtime}: {len(data['reachable_answers'])} reachable answers, "

@@ -44,7 +44,6 @@ empty-patch rule); any other is judged by the verifier.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import shutil
@@ -64,8 +63,17 @@ from sandgym.envs.swe_repo.requirements import discover_test_requirements, norma
 from sandgym.envs.swe_repo.source_tree import detect_import_root, is_test_path
 from sandgym.outcomes import Outcome
 from sandgym.runtimes.base import Runtime
+from sandgym.safe_files import MAX_INPUT_BYTES, UnsafeFile, read_bytes_bounded
 from sandgym.specs import TaskSet, TaskSetMeta, TaskSpecError, format_validation_error
-from sandgym.specs.swe_repo import COMMIT_RE, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
+from sandgym.specs.swe_repo import (
+    COMMIT_RE,
+    RepoSource,
+    SWEHidden,
+    SWETask,
+    SWETaskPair,
+    TestEnvironment,
+    check_repo_name,
+)
 from sandgym.verifiers.models import Attempt, Verdict
 from sandgym.verifiers.swe_repo.checkout import start_state
 from sandgym.verifiers.swe_repo.git_sources import (
@@ -113,12 +121,10 @@ class SWEBenchError(TaskSpecError):
 def read_rows(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
     """(where, row) of every instance in a JSONL file or a JSON list (`.json`), gzip allowed."""
     path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise SWEBenchError(f"{path}: cannot read: {e}") from None
+    try:  # a regular file, bounded (a FIFO or a device would hang or grow without end)
+        text = read_bytes_bounded(path, MAX_INPUT_BYTES).decode("utf-8")
+    except UnsafeFile as e:
+        raise SWEBenchError(str(e)) from None
     except UnicodeDecodeError as e:
         raise SWEBenchError(f"{path}: not UTF-8 text ({e.reason})") from None
     stem = path.name.removesuffix(".gz")
@@ -204,6 +210,10 @@ class Instance:
 
 def parse_instance(row: dict, where: str) -> Instance:
     values = {k: _str_field(row, k, where, k in REQUIRED) for k in SWEBENCH_FIELDS if k not in TEST_KEYS}
+    try:
+        check_repo_name(values["repo"])
+    except ValueError as e:
+        raise SWEBenchError(f"{where}: field `repo`: {e}") from None
     for k in ("base_commit", "environment_setup_commit"):
         if values[k] and not COMMIT_RE.match(values[k]):
             raise SWEBenchError(f"{where}: field `{k}` must be a full hex commit id (40 digits), got {values[k]!r}")

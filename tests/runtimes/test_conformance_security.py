@@ -328,7 +328,10 @@ def test_a_fork_bomb_leaves_other_sandboxes_able_to_fork(rt, request):
         runner.start()
         # The bomb fills its sandbox's limit within seconds; meanwhile the other forks 32 children.
         time.sleep(5)
-        forks = "import os\nfor _ in range(32):\n    pid = os.fork()\n    if pid == 0: os._exit(0)\n    os.waitpid(pid, 0)\nprint('forked')\n"
+        forks = (
+            "import os\nfor _ in range(32):\n    pid = os.fork()\n"
+            "    if pid == 0: os._exit(0)\n    os.waitpid(pid, 0)\nprint('forked')\n"
+        )
         r = other.exec(["python3", "-c", forks], timeout=30)
         runner.join(60)
         assert r.exit_code == 0 and r.stdout == b"forked\n", r.stderr
