@@ -136,20 +136,6 @@ class Eval:
         """Live processes of the sandbox user in this run's tree."""
         return [pid for pid, (uid, _) in descendants(self.pid).items() if uid == SANDBOX_UID]
 
-    def commands(self) -> list[int]:
-        """The sandbox user's processes that run an episode's command: not a
-        sandbox's agent, nor the zygote (`eval` starts that ahead of any
-        episode), whose command lines carry the agent's JSON config."""
-        found = []
-        for pid in self.sandboxes():
-            try:
-                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            except OSError:
-                continue
-            if b'"role"' not in cmdline:  # setpriv and bwrap carry the agent's config too
-                found.append(pid)
-        return found
-
     def wait(self, timeout: float = SAFETY_S) -> int:
         try:
             rc = self.proc.wait(timeout=timeout)

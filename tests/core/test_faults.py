@@ -177,7 +177,7 @@ def test_a_second_ctrl_c_abandons_running_episodes_and_resume_replays_them(tmp_p
     traj = tmp_path / "out" / "trajectories.jsonl"
     args = ["--policy", f"replay:{replay}", "--mode", "multi", "--out", "out", "-j", "2", "--limit", "6"]
     run = Eval(tmp_path, *args)
-    wait_for(lambda: len(run.commands()) >= 2, "two episodes running their commands in their sandboxes")
+    wait_for(lambda: len(run.sandboxes()) >= 2, "two episodes running in their sandboxes")
     run.signal(signal.SIGINT)
     wait_for(lambda: "no new episodes" in run.output() or run.proc.poll() is not None, "the first Ctrl-C's note")
     run.signal(signal.SIGINT)
