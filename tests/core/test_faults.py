@@ -176,7 +176,9 @@ def test_a_second_ctrl_c_abandons_running_episodes_and_resume_replays_them(tmp_p
     replay = slow_replay(tmp_path / "slow.jsonl", 6, sleep_s=4)
     traj = tmp_path / "out" / "trajectories.jsonl"
     args = ["--policy", f"replay:{replay}", "--mode", "multi", "--out", "out", "-j", "2", "--limit", "6"]
-    run = Eval(tmp_path, *args)
+    # Episodes are known to run by the sandbox processes they start; a
+    # zygote started ahead of them (eval's warm-up) would count before any.
+    run = Eval(tmp_path, *args, env={"SANDGYM_WARM_UP": "0"})
     wait_for(lambda: len(run.sandboxes()) >= 2, "two episodes running in their sandboxes")
     run.signal(signal.SIGINT)
     wait_for(lambda: "no new episodes" in run.output() or run.proc.poll() is not None, "the first Ctrl-C's note")
