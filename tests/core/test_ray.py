@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from sandgym.records import EpisodeRecord
+from sandgym.specs import TaskSet
+from sandgym.specs.code_function import CodeHidden
 
-from ._faults import Eval, read_records, wait_for
+from ._faults import Eval, fence, read_records, wait_for
 
 pytestmark = pytest.mark.ray
 
@@ -226,7 +228,17 @@ def test_the_docker_runtime_from_the_nodes(ray_cluster: Cluster, tmp_path: Path)
 def test_a_worker_node_killed_mid_run(ray_cluster: Cluster, humaneval: Path, tmp_path: Path) -> None:
     """It kills a node, then brings the cluster back whole (the node back, as a new node)."""
     out = tmp_path / "run"
-    run = ray_eval(tmp_path, ray_cluster, out, "--tasks", str(humaneval), "--policy", "oracle", "-j", "4")
+    # The oracle's answers, each after 0.3 s in its sandbox: the run lasts
+    # long enough (and episodes are in flight) when the node is killed.
+    replay = tmp_path / "slow.jsonl"
+    with open(replay, "w") as f:
+        for t in TaskSet.load(humaneval).tasks:
+            assert isinstance(t.hidden, CodeHidden)
+            ref = t.hidden.reference_solution
+            slow = fence(f"import time\ntime.sleep(0.3)\n{ref}")
+            f.write(json.dumps({"task_id": t.id, "actions": [slow, "SUBMIT\n" + fence(ref)]}) + "\n")
+    policy = ("--policy", f"replay:{replay}", "--mode", "multi")
+    run = ray_eval(tmp_path, ray_cluster, out, "--tasks", str(humaneval), *policy, "-j", "4")
     path = out / "trajectories.jsonl"
     try:
         wait_for(lambda: path.exists() and path.read_bytes().count(b"\n") >= 30, "30 records")
