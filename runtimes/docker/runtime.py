@@ -12,7 +12,7 @@ With `prestart` (argument or SANDGYM_DOCKER_PRESTART), container start
 and removal leave the caller's critical path: a bounded stock of fresh,
 never-used containers is started ahead for each spec that repeats (see
 runtimes/stock.py), and closed containers are removed by a background thread
-(`_Remover`). A container is handed out once and removed after use.
+(`BackgroundRemover`, runtimes/remover.py). A container is handed out once and removed after use.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import threading
 import time
 import uuid
 import weakref
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,6 +39,7 @@ from ..base import (
 )
 from ..gvisor import RUNSC_MAX_PIDS, runsc_host_tasks
 from ..images import default_image, docker_client, image_exists, image_for
+from ..remover import BackgroundRemover
 from ..staging import BOUNDARY_DIR, stage_dir
 from ..stock import STOCK_MAX_IDLE_S, Stock, waiting
 from ..stock import prestart_setting as stock_setting
@@ -107,7 +107,11 @@ class DockerRuntime(Runtime):
         # SIGKILL, `sandgym gc` finds them by label).
         self._open: weakref.WeakSet[AgentSandbox] = weakref.WeakSet()
         self.prestart = prestart_setting(prestart)
-        self._remover = _Remover(self.client) if self.prestart else None
+        self._remover = (
+            BackgroundRemover(lambda cid: self.client.api.remove_container(cid, force=True), "sandgym-docker-remover")
+            if self.prestart
+            else None
+        )
         self._stock: Stock[_Started] | None = None
         if self.prestart:
             self._stock = Stock(self._start_ahead, self._discard, self.prestart, "docker", count_in_use=True)
@@ -347,42 +351,3 @@ class _Started:
         if source_ids([m[0] for m in self.mounts]) != self.mounts:
             return False  # a mount source was replaced since: the container holds the old one
         return waiting(self.ready_at, bool(self.channel.broken), self.sock)
-
-
-class _Remover:
-    """Removes containers on a thread of its own, so that close() returns at once."""
-
-    def __init__(self, client):
-        self.client = client
-        self._queue: deque[str] = deque()
-        self._pending = 0
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, container_id: str) -> None:
-        with self._cond:
-            self._queue.append(container_id)
-            self._pending += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="sandgym-docker-remover", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue and not self._cond.wait_for(lambda: bool(self._queue), timeout=5.0):
-                    self._thread = None  # idle: the next submit starts another
-                    return
-                container_id = self._queue.popleft()
-            try:
-                self.client.api.remove_container(container_id, force=True)
-            except Exception:  # already gone; gc catches anything left
-                pass
-            with self._cond:
-                self._pending -= 1
-                self._cond.notify_all()
-
-    def drain(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._pending == 0)

@@ -44,7 +44,6 @@ import threading
 import time
 import uuid
 import weakref
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +51,7 @@ from ..agent_client import AgentChannel, AgentSandbox, agent_config
 from ..base import Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec
 from ..gvisor import RUNSC_MAX_PIDS
 from ..images import default_image, image_for
+from ..remover import BackgroundRemover
 from ..staging import BOUNDARY_DIR
 from ..stock import Stock, emit, prestart_setting, waiting
 from .api import (
@@ -159,7 +159,13 @@ class KubernetesRuntime(Runtime):
         self._open: weakref.WeakSet[AgentSandbox] = weakref.WeakSet()
         self._agent_source = AGENT_SOURCE.read_bytes()
         self.watcher = shared_watcher(kubeconfig, self.namespace, f"{RUN_LABEL}={RUN_ID}")
-        self._deleter = _Deleter(self.core, self.namespace)
+        self._deleter = BackgroundRemover(
+            lambda sid: self.core.delete_namespaced_pod(
+                sid, self.namespace, grace_period_seconds=0, _request_timeout=30
+            ),
+            "sandgym-k8s-deleter",
+            drain_timeout_s=120,
+        )
         self.mount_maps = MountMaps(self.core, self.namespace)
         self.label = "k8s" if isolation == "runc" else f"k8s:{'gvisor' if isolation == 'runsc' else isolation}"
         self.pool_max, self.pool_starters, self.pool_rate = most, starters, rate
@@ -534,42 +540,3 @@ class _Started:
         if self.watcher.gone(self.sid) or source_ids([m[0] for m in self.mounts]) != self.mounts:
             return False
         return waiting(self.ready_at, bool(self.channel.broken), self.bridge.host_end, POOL_MAX_IDLE_S)
-
-
-class _Deleter:
-    """Deletes pods on a thread of its own, so that close() returns at once."""
-
-    def __init__(self, core, namespace: str):
-        self.core, self.namespace = core, namespace
-        self._queue: deque[str] = deque()
-        self._pending = 0
-        self._cond = threading.Condition()
-        self._thread: threading.Thread | None = None
-
-    def submit(self, sid: str) -> None:
-        with self._cond:
-            self._queue.append(sid)
-            self._pending += 1
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="sandgym-k8s-deleter", daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._queue and not self._cond.wait_for(lambda: bool(self._queue), timeout=5.0):
-                    self._thread = None  # idle: the next submit starts another
-                    return
-                sid = self._queue.popleft()
-            try:
-                self.core.delete_namespaced_pod(sid, self.namespace, grace_period_seconds=0, _request_timeout=30)
-            except Exception:  # already gone; gc catches anything left
-                pass
-            with self._cond:
-                self._pending -= 1
-                self._cond.notify_all()
-
-    def drain(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._pending == 0, timeout=120)
