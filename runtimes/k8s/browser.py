@@ -271,7 +271,9 @@ class PodBrowserSandbox(BrowserSandbox):
             "namespace": self.runtime.namespace,
             "container": "browser",
             "command": [*LAUNCHER, json.dumps(self._launcher_cfg("browser", stdio=True))],
-            "kubeconfig": self.runtime.kubeconfig,
+            # Resolved here: the relay is started by the Playwright driver,
+            # which lingers between runs with the environment of its start.
+            "kubeconfig": self.runtime.kubeconfig or os.environ.get("KUBECONFIG"),
         }
 
     def _wrapper_script(self) -> str:
