@@ -83,7 +83,7 @@ class EpisodeTracer(RunObserver):
 
     def started(self, key: tuple[str, int], queued: float, started: float) -> None:
         with self._lock:
-            self._episodes[key] = {"queued": queued, "started": started, "steps": []}
+            self._episodes[key] = {"started": started, "steps": []}
 
     def step(self, key: tuple[str, int], step: Any, start: float) -> None:
         with self._lock:
@@ -99,8 +99,11 @@ class EpisodeTracer(RunObserver):
         now = time.perf_counter()
         if ep is None:  # recorded without a start seen (abandoned before it began)
             started = now - t.total_s
-            ep = {"queued": started - t.queue_s, "started": started, "steps": []}
-        queued, started = ep["queued"], ep["started"]
+            ep = {"started": started, "steps": []}
+        # The queue span is the record's own queue_s, before the start seen
+        # here: the trace and the record then tell one figure, not two clocks.
+        started = ep["started"]
+        queued = started - t.queue_s
         end = max(started + t.total_s, max((s[2] for s in ep["steps"]), default=started))
         attrs = {
             "sandgym.task_id": record.task_id,
