@@ -260,7 +260,7 @@ def eval_cmd(
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
             def note(text: str) -> None:
-                progress.console.print(f"[yellow]note:[/] {text}", highlight=False, soft_wrap=True, markup=True)
+                progress.console.print(f"[yellow]note:[/] {shown(text)}", highlight=False, soft_wrap=True, markup=True)
 
             summary = run.run(chosen, on_record=advance, resume=resume, log=note)
     except RunInterrupted as e:
