@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 import traceback
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +39,16 @@ from sandgym.families import family_of_env, load
 
 from . import __version__
 from .outcomes import Outcome
-from .records import EpisodeRecord, RecordWriter, Summary, Timings, encodable_text, output_error, summarize
+from .records import (
+    EpisodeRecord,
+    RecordWriter,
+    Summary,
+    Timings,
+    cap_artifact,
+    encodable_text,
+    output_error,
+    summarize,
+)
 from .runtimes import Runtime
 from .safe_files import MAX_INPUT_BYTES, UnsafeFile, read_bytes_bounded
 from .specs import TaskPair, TaskSet
@@ -57,6 +67,14 @@ FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
 
 class PredictionsError(SandgymError, ValueError):
     """A predictions or samples file cannot be used; the message names the line and field."""
+
+
+class PredictionsInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped the run; the message says what was kept."""
+
+    def __init__(self, message: str, signum: int):
+        super().__init__(message)
+        self.signum = signum
 
 
 @dataclass(frozen=True)
@@ -279,30 +297,121 @@ class PredictionRun:
         )
 
     def run(
-        self, task_ids: list[str] | None = None, on_record: Callable[[EpisodeRecord], None] | None = None
+        self,
+        task_ids: list[str] | None = None,
+        on_record: Callable[[EpisodeRecord], None] | None = None,
+        resume: bool = False,
+        log: Callable[[str], None] | None = None,
     ) -> Summary:
-        """Judge the predictions of `task_ids` (default: every task of the set)."""
+        """Judge the predictions of `task_ids` (default: every task of the
+        set). The folder is locked while the run writes it. `resume=True`
+        keeps the records of an interrupted run of the same file and judges
+        only the rest (and those that ended in env_error). Ctrl-C or
+        SIGTERM: no new judging, the running ones finish and are kept, then
+        PredictionsInterrupted; a second Ctrl-C stops waiting for them."""
+        from .harness.run_folder import RunFolder
+
+        say = log or (lambda text: None)
+        folder = RunFolder(self.out_dir, say)
+        folder.prepare(resume)
         try:
-            self.out_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as e:
-            raise output_error(self.out_dir, e, "create the folder") from None
-        path = self.out_dir / TRAJECTORIES
-        if path.exists() and path.stat().st_size > 0:
-            raise FileExistsError(f"{path} already holds a run's records; choose another --out folder")
+            return self._run(folder, task_ids, on_record, resume, say)
+        finally:
+            folder.release()
+
+    def _read_back(self, folder: Any, log: Callable[[str], None]) -> tuple[dict[tuple[str, int], EpisodeRecord], bool]:
+        """The last record of each prediction an interrupted run of these
+        predictions left, and whether the file holds more than those (an
+        env_error judged again is then superseded)."""
+        path: Path = folder.records_path
+        if not path.exists():
+            return {}, False
+        try:
+            data = read_bytes_bounded(path, MAX_INPUT_BYTES, root=path.parent)
+        except UnsafeFile as e:
+            raise PredictionsError(f"--resume: {e}") from None
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            try:
+                os.truncate(path, keep)
+            except OSError as e:
+                raise output_error(path, e, "cut off the unterminated last line of") from None
+            log(f"{path}: cut off an unterminated last line ({len(data) - keep} bytes); it is judged again")
+            data = data[:keep]
+        texts = {(p.task_id, e): p.text for p, e in self._epochs()}
+        latest: dict[tuple[str, int], EpisodeRecord] = {}
+        n_records = 0
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                rec = EpisodeRecord.model_validate_json(raw)
+            except ValueError as e:
+                first = str(e).splitlines()[0]
+                raise PredictionsError(f"{path}:{n}: not an episode record ({first}); move the file aside") from None
+            mine = {"env_id": self.env_id, "task_set_hash": self.task_set.hash, "policy": self.policy}
+            for field, value in mine.items():
+                if getattr(rec, field) != value:
+                    raise PredictionsError(
+                        f"--resume: {path}:{n} was made with {field}={getattr(rec, field)!r}, this run has "
+                        f"{value!r}; use the same file and settings, or another --out"
+                    )
+            key = (rec.task_id, rec.epoch)
+            if rec.outcome != Outcome.NOT_EXECUTED.value and key in texts:
+                expected = cap_artifact(texts[key]) or {"artifact": texts[key]}
+                if rec.artifact != expected["artifact"]:
+                    raise PredictionsError(
+                        f"--resume: {path}:{n}: the {self.kind[:-1]} judged for {rec.task_id!r} is not the one "
+                        f"in {self.policy['file']} now; the file changed since: use another --out"
+                    )
+            self.run_id = rec.run_id
+            latest[key] = rec
+            n_records += 1
+        return latest, n_records > sum(r.outcome != Outcome.ENV_ERROR.value for r in latest.values())
+
+    def _epochs(self) -> list[tuple[Prediction, int]]:
+        """Every prediction with its epoch: its index among its task's predictions."""
+        per_task: dict[str, int] = {}
+        out = []
+        for p in self.predictions:
+            epoch = per_task.get(p.task_id, 0)
+            per_task[p.task_id] = epoch + 1
+            out.append((p, epoch))
+        return out
+
+    def _run(
+        self,
+        folder: Any,
+        task_ids: list[str] | None,
+        on_record: Callable[[EpisodeRecord], None] | None,
+        resume: bool,
+        log: Callable[[str], None],
+    ) -> Summary:
+        from .harness.supervisor import noting_signals
+
+        path: Path = folder.records_path
+        earlier: dict[tuple[str, int], EpisodeRecord] = {}
+        superseded = False
+        if resume:
+            earlier, superseded = self._read_back(folder, log)
+        self.records = [r for r in earlier.values() if r.outcome != Outcome.ENV_ERROR.value]
+        done = {(r.task_id, r.epoch) for r in self.records}
         chosen = [self.task_set.get(t) for t in task_ids] if task_ids else list(self.task_set.tasks)
         chosen_ids = {t.id for t in chosen}
         index = {t.id: i for i, t in enumerate(self.task_set.tasks)}
-        per_task: dict[str, int] = {}
-        jobs: list[tuple[TaskPair, int, str]] = []
-        for p in self.predictions:
-            if p.task_id not in chosen_ids:
-                continue
-            epoch = per_task.get(p.task_id, 0)
-            per_task[p.task_id] = epoch + 1
-            jobs.append((self.task_set.get(p.task_id), epoch, p.text))
+        with_text = {p.task_id for p in self.predictions}
+        jobs = [
+            (self.task_set.get(p.task_id), epoch, p.text)
+            for p, epoch in self._epochs()
+            if p.task_id in chosen_ids and (p.task_id, epoch) not in done
+        ]
+        todo = {(t.id, e) for t, e, _ in jobs}
+        # env_error records of predictions this run does not judge (not chosen) stay as they are
+        self.records += [r for key, r in earlier.items() if r.outcome == Outcome.ENV_ERROR.value and key not in todo]
         t0 = time.perf_counter()
         now = datetime.now(UTC).isoformat()
-        with RecordWriter(path) as out:
+        signals: list[int] = []
+        with RecordWriter(path) as out, noting_signals(signals):
 
             def keep(rec: EpisodeRecord) -> None:
                 with self._lock:
@@ -312,7 +421,7 @@ class PredictionRun:
                     on_record(rec)
 
             for t in chosen:  # no prediction: SWE-bench's incomplete, our not_executed
-                if t.id not in per_task:
+                if t.id not in with_text and (t.id, 0) not in done:
                     keep(
                         self._record(
                             t,
@@ -324,15 +433,17 @@ class PredictionRun:
                             error=f"no {self.kind[:-1]} for this task in {self.policy['file']}",
                         )
                     )
-            with ThreadPoolExecutor(self.concurrency) as pool:
-                futures = [pool.submit(self.judge, task, index[task.id], epoch, text, t0) for task, epoch, text in jobs]
-                try:
-                    for fut in futures:
-                        keep(fut.result())
-                except BaseException:
-                    for fut in futures:
-                        fut.cancel()
-                    raise
+            self._judge_all(jobs, index, t0, keep, signals, log)
+        if signals:
+            missing = len(todo - {(r.task_id, r.epoch) for r in self.records})
+            raise PredictionsInterrupted(
+                f"interrupted: {len(self.records)} records are in {path}"
+                + (f"; {missing} {self.kind} were not judged" if missing > 0 else "")
+                + f"; `sandgym eval --{self.kind} ... --resume` with the same --out finishes the run",
+                signals[-1],
+            )
+        if superseded:  # env_error records judged again: the file keeps the newest of each
+            folder.compact(self.records)
         summary = summarize(
             self.records,
             time.perf_counter() - t0,
@@ -352,3 +463,39 @@ class PredictionRun:
                 report["task_set_hash"] = self.task_set.hash
                 _write_json(self.out_dir / REPORT, report)
         return summary
+
+    def _judge_all(
+        self,
+        jobs: list[tuple[TaskPair, int, str]],
+        index: dict[str, int],
+        t0: float,
+        keep: Callable[[EpisodeRecord], None],
+        signals: list[int],
+        log: Callable[[str], None],
+    ) -> None:
+        """Judge `jobs`, `concurrency` at once, each record kept as it is
+        made. The 1st signal: nothing new starts, the running finish; a 2nd
+        SIGINT: stop waiting for them (they are judged again on --resume)."""
+        pool = ThreadPoolExecutor(self.concurrency)
+        pending = {pool.submit(self.judge, task, index[task.id], epoch, text, t0) for task, epoch, text in jobs}
+        announced = False
+        try:
+            while pending:
+                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    if not fut.cancelled():
+                        keep(fut.result())
+                if signals and not announced:
+                    announced = True
+                    for fut in pending:
+                        fut.cancel()
+                    pending = {f for f in pending if not f.cancelled()}
+                    log(
+                        f"{'SIGTERM' if signal.SIGTERM in signals else 'Ctrl-C'}: nothing new is judged; waiting "
+                        f"for {len(pending)} running to finish (Ctrl-C again stops waiting)"
+                    )
+                if signals.count(signal.SIGINT) >= 2:
+                    log(f"stopped waiting for {len(pending)} running; they are judged again on --resume")
+                    return
+        finally:
+            pool.shutdown(wait=not signals, cancel_futures=True)

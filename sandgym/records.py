@@ -31,6 +31,25 @@ RECORD_VERSION = 1
 # bytes, its full size and sha256 beside it: a 55 MB patch is not copied into
 # every record and report.
 MAX_ARTIFACT_BYTES = 1 << 20
+# A step's action and observation keep at most these many bytes each (the
+# rest named by its size and sha256): a command printing gigabytes is not
+# copied into the records. Actions: the envs' own default limit
+# (max_action_chars), so an action an env took is stored whole by default.
+MAX_ACTION_BYTES = 1 << 20
+MAX_OBSERVATION_BYTES = 256 << 10
+
+
+def cap_text(text: str, limit: int) -> str:
+    """`text` itself when its UTF-8 fits in `limit` bytes; else its first
+    bytes and a line naming the whole one's size and sha256."""
+    if len(text) <= limit // 4:
+        return text
+    raw = encodable_text(text).encode("utf-8")
+    if len(raw) <= limit:
+        return text
+    note = f"\n[sandgym: cut at {limit:,} of {len(raw):,} bytes; sha256 {hashlib.sha256(raw).hexdigest()}]"
+    # The whole stays within `limit`, so reading the record back keeps it as it is.
+    return raw[: limit - len(note)].decode("utf-8", "ignore") + note
 
 
 class StepRecord(BaseModel):
@@ -40,6 +59,16 @@ class StepRecord(BaseModel):
     tool: str  # run | submit | invalid
     reward: float
     duration_s: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _cap_texts(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            for key, limit in (("action", MAX_ACTION_BYTES), ("observation", MAX_OBSERVATION_BYTES)):
+                if isinstance(data.get(key), str):
+                    data[key] = cap_text(data[key], limit)
+        return data
 
 
 class Timings(BaseModel):

@@ -30,6 +30,8 @@ def _read_jsonl(path: Path) -> list[tuple[int, object]]:
     for n, line in lines:
         try:
             rows.append((n, json.loads(line)))
+        except RecursionError:
+            raise TaskSpecError(f"{path}:{n}: JSON nested too deeply to read; expected one problem") from None
         except ValueError as e:
             raise TaskSpecError(f"{path}:{n}: not a JSON object: {e}") from e
     return rows

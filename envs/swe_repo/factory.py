@@ -51,7 +51,12 @@ from sandgym.envs.swe_repo.candidates import (
 )
 from sandgym.envs.swe_repo.journal import Journal, last_combination_number
 from sandgym.envs.swe_repo.mutations import Mutation, find_mutations
-from sandgym.envs.swe_repo.requirements import discover_test_requirements, loosen, normalize_name
+from sandgym.envs.swe_repo.requirements import (
+    check_plain_requirement,
+    discover_test_requirements,
+    loosen,
+    normalize_name,
+)
 from sandgym.envs.swe_repo.source_tree import detect_import_root, is_test_path, make_repo, source_files
 from sandgym.errors import SandgymError
 from sandgym.runtimes.base import SandboxError
@@ -156,6 +161,11 @@ def pin_requirements(requirements: list[str]) -> list[str]:
     name==version pins, leaving out pytest and what pytest itself pulls in."""
     if not requirements:
         return []
+    for req in requirements:  # from the repository: nothing pip would fetch, build or read on the host
+        try:
+            check_plain_requirement(req, "the repository's test requirements")
+        except ValueError as e:
+            raise FactoryError(str(e)) from None
 
     def resolve(reqs: list[str]) -> dict[str, str]:
         r = subprocess.run(
@@ -167,11 +177,16 @@ def pin_requirements(requirements: list[str]) -> list[str]:
                 SANDBOX_PYTHON,
                 "install",
                 "--dry-run",
+                # Wheels only: an sdist's build backend (setup.py) would run
+                # here, on the host, to read its metadata.
+                "--only-binary",
+                ":all:",
                 "--ignore-installed",
                 "--quiet",
                 "--disable-pip-version-check",
                 "--report",
                 "-",
+                "--",
                 *reqs,
             ],
             capture_output=True,

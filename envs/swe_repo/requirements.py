@@ -14,6 +14,8 @@ import tomllib
 from email.parser import Parser
 from pathlib import Path
 
+from sandgym.safe_files import UnsafeFile, read_bytes_bounded
+
 # Dependency names that are tooling around tests, not needed to run them here
 # (coverage and linters; benchmark plugins; the runner's own pytest).
 TOOLING = {
@@ -57,6 +59,18 @@ REQUIREMENT_FILES = (
 )
 
 
+MAX_METADATA_BYTES = 1 << 20
+
+
+def _read(path: Path, tree: Path) -> str:
+    """A metadata file of the source tree: a regular file inside it (no
+    symlink out to a host file), bounded; '' when it is not one."""
+    try:
+        return read_bytes_bounded(path, MAX_METADATA_BYTES, root=tree).decode("utf-8", "replace")
+    except UnsafeFile:
+        return ""
+
+
 def normalize_name(name: str) -> str:
     """A distribution name as PEP 503 compares it (`Foo_Bar` -> `foo-bar`)."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -66,6 +80,30 @@ def requirement_name(req: str) -> str:
     """The normalized name a requirement string starts with, or ''."""
     m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._\-]*)", req)
     return normalize_name(m.group(1)) if m else ""
+
+
+# A requirement as pip may get it from data: a name, extras, version
+# specifiers and a marker. No URL (`name @ https://...`), no path or archive
+# (pip installs those from wherever they point), no option (`-e`,
+# `--index-url`): pip would fetch, build or read what they name on the host.
+_OP = r"(?:===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_\-]+"
+PLAIN_REQUIREMENT = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._\-]*\s*(?:\[[A-Za-z0-9._,\s\-]*\])?\s*"
+    rf"(?:\(?\s*{_OP}(?:\s*,\s*{_OP})*\s*\)?)?\s*(?:;[^;@\n\r]*)?"
+)
+
+
+def check_plain_requirement(req: str, where: str) -> str:
+    """`req` itself when it is a plain requirement (name, extras, version
+    specifiers, marker); else ValueError naming `where` and the fix."""
+    name = re.match(r"[A-Za-z0-9._\-]*", req.strip())
+    archive = name is not None and re.search(r"\.(zip|whl|tar|tgz|tbz|txz|tlz|gz|bz2|xz|lz|lzma)$", name.group(), re.I)
+    if not PLAIN_REQUIREMENT.fullmatch(req.strip()) or req.strip().startswith("-") or archive:
+        raise ValueError(
+            f"{where}: requirement {req!r} is not a plain `name==version` (or name and version specifiers): "
+            "URLs, paths, archives and pip options (-e, --index-url) are refused"
+        )
+    return req
 
 
 def _drop_extra_marker(req: str) -> str:
@@ -85,7 +123,7 @@ def discover_test_requirements(tree: Path, name: str) -> tuple[list[str], list[s
     sources: list[str] = []
     pkg_info = tree / "PKG-INFO"
     if pkg_info.exists():
-        meta = Parser().parsestr(pkg_info.read_text(errors="replace"))
+        meta = Parser().parsestr(_read(pkg_info, tree))
         for req in meta.get_all("Requires-Dist") or []:
             extra = re.search(r"""\bextra\s*==\s*["']([^"']+)["']""", req)
             if extra is None or extra.group(1) in TEST_EXTRAS:
@@ -96,8 +134,8 @@ def discover_test_requirements(tree: Path, name: str) -> tuple[list[str], list[s
     data: dict = {}
     if pyproject.exists():
         try:
-            data = tomllib.loads(pyproject.read_text())
-        except tomllib.TOMLDecodeError:
+            data = tomllib.loads(_read(pyproject, tree))
+        except (tomllib.TOMLDecodeError, RecursionError):
             data = {}
     if not pkg_info.exists():
         # A checkout rather than an sdist: the same metadata, from its source files.
@@ -114,7 +152,7 @@ def discover_test_requirements(tree: Path, name: str) -> tuple[list[str], list[s
     for rel in REQUIREMENT_FILES:
         p = tree / rel
         if p.exists():
-            lines = [ln.split("#", 1)[0].strip() for ln in p.read_text(errors="replace").splitlines()]
+            lines = [ln.split("#", 1)[0].strip() for ln in _read(p, tree).splitlines()]
             found += [ln for ln in lines if ln and not ln.startswith("-")]
             sources.append(rel)
     own = normalize_name(name)
@@ -145,7 +183,7 @@ def _declared_requirements(tree: Path, pyproject: dict) -> tuple[list[str], list
 
         cfg = configparser.ConfigParser(interpolation=None)
         try:
-            cfg.read_string(setup_cfg.read_text(errors="replace"))
+            cfg.read_string(_read(setup_cfg, tree))
         except configparser.Error:
             return found, sources
 

@@ -132,6 +132,8 @@ def read_rows(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
     if stem.endswith(".json") or text.lstrip().startswith("["):
         try:
             data = json.loads(text)
+        except RecursionError:
+            raise SWEBenchError(f"{path}: JSON nested too deeply to read; expected a list of instances") from None
         except ValueError as e:
             raise SWEBenchError(f"{path}: not JSON ({e}); expected a list of instances, or JSONL") from None
         if isinstance(data, dict):  # {instance_id: instance}, as SWE-agent writes predictions
@@ -145,6 +147,8 @@ def read_rows(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
                 continue
             try:
                 rows.append((f"{path}:{n}", json.loads(line)))
+            except RecursionError:
+                raise SWEBenchError(f"{path}:{n}: JSON nested too deeply to read; expected one instance") from None
             except ValueError as e:
                 raise SWEBenchError(f"{path}:{n}: not JSON: {e}") from None
     for where, row in rows:
@@ -174,7 +178,7 @@ def test_list(row: dict, key: str, where: str) -> list[str]:
     if isinstance(value, str):
         try:
             value = json.loads(value) if value.strip() else []
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise SWEBenchError(f"{where}: field `{key}` is a string but not a JSON list ({e})") from None
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
         raise SWEBenchError(f"{where}: field `{key}` must be a list of test ids (or that list JSON-encoded)")
@@ -227,7 +231,7 @@ def parse_instance(row: dict, where: str) -> Instance:
     if extra_raw is not None:
         try:
             extra = json.loads(extra_raw) if isinstance(extra_raw, str) else extra_raw
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise SWEBenchError(f"{where}: field `{EXTRA}` is not JSON ({e})") from None
         if not isinstance(extra, dict):
             raise SWEBenchError(f"{where}: field `{EXTRA}` must be a JSON object")

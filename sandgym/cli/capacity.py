@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .shared import console, fail
+from .shared import console, fail, shown
 
 
 def capacity_cmd(
@@ -103,7 +103,7 @@ def capacity_cmd(
         fail(str(e))
     from rich.table import Table
 
-    table = Table(title=f"capacity at {p.rate_per_min:g} tasks/min ({p.source})")
+    table = Table(title=f"capacity at {p.rate_per_min:g} tasks/min ({shown(p.source)})")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     for name, value in (
@@ -124,14 +124,14 @@ def capacity_cmd(
         ms = lambda v: "n/a" if v is None else f"{1000 * v:.0f} ms"  # noqa: E731
         hit = "n/a" if f["hit_ratio"] is None else f"{f['hit_ratio']:.2f}"
         console().print(
-            f"{backend}: creation P50 {ms(f.get('creation_p50_s'))}, P95 {ms(f.get('creation_p95_s'))}; "
+            f"{shown(backend)}: creation P50 {ms(f.get('creation_p50_s'))}, P95 {ms(f.get('creation_p95_s'))}; "
             f"claims warm {f['claims_warm']} (P50 {ms(f['claim_warm_p50_s'])}, P99 {ms(f['claim_warm_p99_s'])}), "
             f"cold {f['claims_cold']} (P50 {ms(f['claim_cold_p50_s'])}); hit ratio {hit}",
             highlight=False,
         )
     folder = out or (Path(run_dir) if run_dir is not None else Path("capacity"))
     data, plot = write_plan(p, sim, folder)
-    console().print(f"plan: {data}  plot: {plot}", highlight=False)
+    console().print(f"plan: {shown(data)}  plot: {shown(plot)}", highlight=False)
 
 
 def _fleet(records, wall_s: float, nodes: int, node_loss_per_h: float, seed: int, arrivals: int, folder: Path) -> None:
@@ -141,6 +141,7 @@ def _fleet(records, wall_s: float, nodes: int, node_loss_per_h: float, seed: int
     from rich.table import Table
 
     from ..capacity_fleet import fleet_plan
+    from ..safe_files import write_atomic
 
     try:
         f = fleet_plan(records, wall_s, nodes, node_loss_per_h, seed, arrivals)
@@ -166,8 +167,8 @@ def _fleet(records, wall_s: float, nodes: int, node_loss_per_h: float, seed: int
     console().print(table)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "fleet.json"
-    path.write_text(json.dumps(f, indent=2) + "\n")
-    console().print(f"plan: {path}", highlight=False)
+    write_atomic(path, json.dumps(f, indent=2) + "\n")
+    console().print(f"plan: {shown(path)}", highlight=False)
 
 
 def _read_exposition(where: str) -> str:

@@ -186,11 +186,13 @@ def eval_cmd(
     if predictions is not None or samples is not None:
         if predictions is not None and samples is not None:
             fail("--predictions and --samples: give one of them")
-        if epochs != 1 or resume:
-            fail("--epochs and --resume are for policies; a predictions or samples file is judged as it is")
+        if epochs != 1:
+            fail("--epochs is for policies; a predictions or samples file is judged as it is")
+        if resume and out is None:
+            fail("--resume needs --out: the folder of the interrupted run")
         path, kind = (predictions, "predictions") if predictions is not None else (samples, "samples")
         assert path is not None
-        return _eval_predictions(env, tasks, path, kind, runtime, concurrency, out, task_id, limit)
+        return _eval_predictions(env, tasks, path, kind, runtime, concurrency, out, task_id, limit, resume)
     if executor not in ("local", "ray"):
         fail(f"--executor {executor!r}: choose local or ray")
     if ray_address is not None and executor != "ray":
@@ -258,7 +260,7 @@ def eval_cmd(
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
             def note(text: str) -> None:
-                progress.console.print(f"[yellow]note:[/] {text}", highlight=False, soft_wrap=True, markup=True)
+                progress.console.print(f"[yellow]note:[/] {shown(text)}", highlight=False, soft_wrap=True, markup=True)
 
             summary = run.run(chosen, on_record=advance, resume=resume, log=note)
     except RunInterrupted as e:
@@ -404,11 +406,12 @@ def _eval_predictions(
     out: Path | None,
     task_id: list[str] | None,
     limit: int | None,
+    resume: bool = False,
 ) -> None:
     """`eval --predictions/--samples`: the family's predictions hook on every prediction, no episode."""
     from sandgym.families import family_of_env
 
-    from ..predictions import REPORT, PredictionRun, PredictionsError, read_predictions
+    from ..predictions import REPORT, PredictionRun, PredictionsError, PredictionsInterrupted, read_predictions
     from ..records import OutputError
     from ..runtimes import RuntimeUnavailable, get_runtime
     from ..specs import TaskSpecError, bundled_task_set
@@ -436,7 +439,13 @@ def _eval_predictions(
                 tally[key] = tally.get(key, 0) + 1
                 progress.update(bar, advance=1, tally=" ".join(f"{k}={v}" for k, v in sorted(tally.items())))
 
-            summary = run.run(chosen, on_record=advance)
+            def note(text: str) -> None:
+                progress.console.print(f"[yellow]note:[/] {shown(text)}", highlight=False, soft_wrap=True)
+
+            summary = run.run(chosen, on_record=advance, resume=resume, log=note)
+    except PredictionsInterrupted as e:
+        err_console().print(str(e), highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(128 + e.signum) from None
     except (PredictionsError, TaskSpecError, ValueError, FileExistsError, OutputError) as e:
         fail(str(e))
     finally:

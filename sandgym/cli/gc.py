@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .shared import console, fail
+from .shared import console, fail, shown
 
 
 def gc_cmd(
@@ -31,14 +31,14 @@ def gc_cmd(
         try:
             found = load(target)(include_live=all_, owner=owner)
         except RuntimeUnavailable as e:
-            console().print(f"{label}: skipped ({' '.join(str(e).split())[:200]})", highlight=False, soft_wrap=True)
+            console().print(f"{label}: skipped ({shown(str(e)[:200])})", highlight=False, soft_wrap=True)
             continue
         except SandboxError as e:
             fail(str(e))
         for leaks in found:
-            shown = ", ".join(leaks.items[:20]) + (" ..." if len(leaks.items) > 20 else "")
+            names = ", ".join(shown(i) for i in leaks.items[:20]) + (" ..." if len(leaks.items) > 20 else "")
             console().print(
-                f"{label}: {leaks.verb} {len(leaks.items)} {leaks.kind}(s)" + (f": {shown}" if shown else ""),
+                f"{label}: {leaks.verb} {len(leaks.items)} {leaks.kind}(s)" + (f": {names}" if names else ""),
                 highlight=False,
                 soft_wrap=True,
             )

@@ -26,6 +26,8 @@ def report_cmd(
         path = write_report(run_dir, out)
     except RunError as e:
         fail(str(e))
+    except OSError as e:  # a full disk, a read-only folder: the old report (if any) stays whole
+        fail(f"cannot write {e.filename or out or run_dir}: {e.strerror or e}; free some space or give --out elsewhere")
     console().print(f"report: {shown(path)}", highlight=False)
 
 

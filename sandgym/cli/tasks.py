@@ -32,6 +32,8 @@ def import_jsonl_cmd(
         ts = TaskSet.load(out)
     except TaskSpecError as e:
         fail(str(e))
+    except OSError as e:  # a full disk: the set is written aside and renamed, so no half set is left
+        fail(f"cannot write {e.filename or out}: {e.strerror or e}; free some space or choose another --out")
     console().print(
         f"imported {len(ts)} {ts.meta.family} tasks into {shown(out)} (task set {ts.hash})", highlight=False
     )
@@ -70,7 +72,10 @@ def export_cmd(
     if fmt == "jsonl":
         if repos_out is not None:
             fail("--repos-out belongs to the swebench format; jsonl holds the task specs themselves")
-        write_jsonl(ts, out)
+        try:
+            write_jsonl(ts, out)
+        except OSError as e:  # written aside and renamed: no half file is left
+            fail(f"cannot write {out}: {e.strerror or e}; free some space or choose another --out")
         console().print(f"wrote {len(ts)} tasks to {shown(out)} (task set {ts.hash})", highlight=False)
         return
     if fmt not in exporters:
@@ -94,6 +99,8 @@ def export_cmd(
             message = load(exporters[fmt])(ts, out, options)
     except (SandgymError, ValueError) as e:  # every family's errors derive from SandgymError
         fail(str(e))
+    except OSError as e:  # a full disk, a read-only folder
+        fail(f"cannot write {e.filename or out}: {e.strerror or e}; free some space or choose another --out")
     console().print(f"{shown(message)} (task set {ts.hash})", highlight=False)
 
 

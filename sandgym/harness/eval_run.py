@@ -170,6 +170,18 @@ class EvalRun:
             self._log = log
         folder = RunFolder(self.out_dir, self._log)
         folder.prepare(resume)
+        try:
+            return self._run(folder, task_ids, on_record, resume)
+        finally:
+            folder.release()
+
+    def _run(
+        self,
+        folder: RunFolder,
+        task_ids: list[str] | None,
+        on_record: Callable[[EpisodeRecord], None] | None,
+        resume: bool,
+    ) -> Summary:
         back = folder.read_back(self._identity()) if resume else None
         if back is not None:
             self.run_id = back.run_id or self.run_id

@@ -20,6 +20,7 @@ from typing import Any
 
 from sandgym.outcomes import Outcome
 from sandgym.records import EpisodeRecord, Summary, encode_record, episode_key, output_error
+from sandgym.run_lock import RunFolderBusy, RunLock, lock_run_folder
 from sandgym.runs import SUMMARY, TRAJECTORIES
 
 from .episode import try_of
@@ -45,16 +46,23 @@ class RunFolder:
         self.path = path
         self.records_path = path / TRAJECTORIES
         self.log = log
+        self.lock: RunLock | None = None
 
     def prepare(self, resume: bool) -> None:
-        """Create the folder; refuse one that holds a run's records unless
-        resuming; clear temporary files a killed run left behind."""
+        """Create the folder and hold its lock (RunFolderBusy while another
+        run writes it; `release()` lets it go); refuse one that holds a
+        run's records unless resuming; clear temporary files a killed run
+        left behind."""
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            self.lock = lock_run_folder(self.path)
+        except RunFolderBusy:
+            raise
         except OSError as e:
-            raise output_error(self.path, e, "create the folder") from None
+            raise output_error(self.path, e, "lock") from None
         records = self.records_path
         if records.exists() and records.stat().st_size > 0 and not resume:
+            self.release()
             raise FileExistsError(
                 f"{records} already holds a run's records; pass --resume to finish that run, "
                 "or choose another --out folder"
@@ -63,6 +71,12 @@ class RunFolder:
             owner = tmp.name.rsplit(".", 2)[-2] if tmp.name.count(".") >= 3 else ""
             if not owner.isdigit() or not os.path.exists(f"/proc/{owner}"):
                 tmp.unlink(missing_ok=True)
+
+    def release(self) -> None:
+        """Let the folder's lock go (the run is over)."""
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def read_back(self, run: RunIdentity) -> ReadBack:
         """Take over the finished episodes of an interrupted run with the same

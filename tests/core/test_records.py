@@ -131,3 +131,19 @@ except OutputError as e:
 def test_an_unwritable_folder_is_an_output_error(tmp_path):
     with pytest.raises(OutputError, match="cannot open .*missing/t.jsonl: No such file"):
         RecordWriter(tmp_path / "missing" / "t.jsonl")
+
+
+def test_huge_step_actions_and_observations_keep_their_first_bytes_and_a_digest():
+    import hashlib
+
+    from sandgym.records import MAX_ACTION_BYTES, MAX_OBSERVATION_BYTES, StepRecord
+
+    action, observation = "a" * (3 * MAX_ACTION_BYTES), "é" * MAX_OBSERVATION_BYTES
+    step = StepRecord(index=0, action=action, observation=observation, tool="run", reward=0.0, duration_s=0.0)
+    assert len(step.action.encode()) <= MAX_ACTION_BYTES and len(step.observation.encode()) <= MAX_OBSERVATION_BYTES
+    assert step.action.startswith("a" * 1000)
+    raw = observation.encode()
+    assert f"of {len(raw):,} bytes; sha256 {hashlib.sha256(raw).hexdigest()}]" in step.observation
+    assert StepRecord.model_validate_json(step.model_dump_json()) == step  # read back as stored
+    small = StepRecord(index=0, action="ls", observation="x" * 1000, tool="run", reward=0.0, duration_s=0.0)
+    assert (small.action, small.observation) == ("ls", "x" * 1000)

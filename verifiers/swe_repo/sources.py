@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sandgym.errors import SandgymError
-from sandgym.specs.swe_repo import RepoSource, TestEnvironment, check_plain_name
+from sandgym.specs.swe_repo import PIN_RE, RepoSource, TestEnvironment, check_plain_name
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -230,6 +230,9 @@ def test_venv(env: TestEnvironment) -> Path:
             import sys
 
             reqs = all_requirements(env)
+            for req in reqs:  # the spec's model checks this too; nothing else reaches pip here
+                if not PIN_RE.fullmatch(req):
+                    raise RepoError(f"environment.requirements: {req!r} is not name==version; fix the task spec")
             r = subprocess.run(
                 [
                     sys.executable,
@@ -241,13 +244,21 @@ def test_venv(env: TestEnvironment) -> Path:
                     "--quiet",
                     "--disable-pip-version-check",
                     "--no-compile",
+                    # Wheels only: a wheel is unpacked, never run; an sdist's
+                    # build backend (setup.py) would run here, on the host.
+                    "--only-binary",
+                    ":all:",
+                    "--",
                     *reqs,
                 ],
                 capture_output=True,
                 text=True,
             )
             if r.returncode != 0:
-                raise RepoError(f"installing {reqs} failed:\n{r.stderr[-2000:]}")
+                raise RepoError(
+                    f"installing {reqs} failed (wheels only: a requirement with no wheel for this Python "
+                    f"is refused, its build would run on the host):\n{r.stderr[-2000:]}"
+                )
             # Tests run as `python -m pytest`, so the scripts naming the build path do not matter.
             os.rename(tmp, dest)
         except BaseException:
