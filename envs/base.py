@@ -40,6 +40,9 @@ def check_options(model: type[_Options], **values: Any) -> _Options:
     except ValidationError as e:
         err = e.errors()[0]
         name = ".".join(str(x) for x in err["loc"]) or "(options)"
+        if err["type"] == "extra_forbidden":
+            valid = ", ".join(sorted(n for n in model.model_fields if n not in ("tasks", "runtime")))
+            raise EnvOptionError(f"unknown env option {name!r}; this env takes: {valid}") from None
         shown = repr(err.get("input"))
         shown = shown if len(shown) <= 80 else shown[:77] + "..."
         default = model.model_fields[name].default if name in model.model_fields else None

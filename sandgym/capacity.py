@@ -33,6 +33,7 @@ What it assumes:
 from __future__ import annotations
 
 import heapq
+import html
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -391,6 +392,25 @@ def plan(
     return p, sim
 
 
+def fmt_duration(seconds: float) -> str:
+    """A duration for a plot's title: milliseconds under a second (0.04 s
+    reads "40 ms", not "0.0 s"), seconds with one decimal above."""
+    if seconds < 1.0:
+        return f"{seconds * 1000:.0f} ms" if seconds >= 0.001 else f"{seconds * 1000:.2f} ms"
+    return f"{seconds:.1f} s"
+
+
+def plot_title(p: Plan) -> str:
+    return (
+        f"Concurrent sandboxes, simulated at {p.rate_per_min:.1f} tasks/min, "
+        f"mean occupancy {fmt_duration(p.occupancy_s)}"
+    )
+
+
+X_TITLE = "simulated time (s)"
+Y_TITLE = "concurrent sandboxes"
+
+
 def plot_svg(p: Plan, sim: dict[str, Any], path: Path, width: int = 720, height: int = 300) -> Path:
     """Concurrent sandboxes over (simulated) time, with the Little's-law mean
     and the P95/P99 lines: a hand-written SVG (matplotlib is not a dependency)."""
@@ -418,12 +438,15 @@ def plot_svg(p: Plan, sim: dict[str, Any], path: Path, width: int = 720, height:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         'font-family="sans-serif" font-size="11">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
-        f'<text x="{L}" y="14">Concurrent sandboxes, simulated at {p.rate_per_min:.1f} tasks/min, '
-        f"mean occupancy {p.occupancy_s:.1f} s</text>",
+        f'<text x="{L}" y="14" id="title">{html.escape(plot_title(p))}</text>',
         f'<line x1="{L}" y1="{height - B}" x2="{width - R}" y2="{height - B}" stroke="#444"/>',
         f'<line x1="{L}" y1="{T}" x2="{L}" y2="{height - B}" stroke="#444"/>',
         f'<text x="{L}" y="{height - 10}">0</text><text x="{width - R - 60}" y="{height - 10}">{x_max:.0f} s</text>',
-        f'<text x="5" y="{Y(0):.0f}">0</text><text x="5" y="{Y(y_max / 1.1):.0f}">{y_max / 1.1:.0f}</text>',
+        f'<text x="{L - 4}" y="{Y(0):.0f}" text-anchor="end">0</text>'
+        f'<text x="{L - 4}" y="{Y(y_max / 1.1):.0f}" text-anchor="end">{y_max / 1.1:.0f}</text>',
+        f'<text x="{(L + width - R) / 2:.0f}" y="{height - 10}" text-anchor="middle" id="x-title">{X_TITLE}</text>',
+        f'<text transform="translate(14,{(T + height - B) / 2:.0f}) rotate(-90)" text-anchor="middle" '
+        f'id="y-title">{Y_TITLE}</text>',
         f'<polyline fill="none" stroke="#36c" stroke-width="1" points="{pts}"/>',
     ]
     for value, color, label in lines:
@@ -456,8 +479,9 @@ def write_plan(p: Plan, sim: dict[str, Any], folder: Path) -> tuple[Path, Path]:
         (p.sim_p99, "r", "P99"),
     ):
         ax.axhline(value, color=color, ls="--", label=f"{label} {value:.1f}")
-    ax.set_xlabel("simulated seconds")
-    ax.set_ylabel("concurrent sandboxes")
+    ax.set_title(plot_title(p), fontsize=9)
+    ax.set_xlabel(X_TITLE)
+    ax.set_ylabel(Y_TITLE)
     ax.legend(loc="upper right")
     fig.tight_layout()
     out = folder / "capacity.png"

@@ -15,18 +15,22 @@ the feedback is the next user turn. Only the first call of a reply is
 played: the others are answered with a tool message saying so, so that the
 sequence stays valid. A call the env cannot take (an unknown tool, bad
 arguments) is answered with the error and the model asked again, at most
-`MAX_BAD_CALLS` times; then its text is played.
+`MAX_BAD_CALLS` times; then its text is played. With tools,
+`parallel_tool_calls: false` asks for one call per reply.
 
 Endpoint failures (unreachable, a bad key, a reply that is not a chat
 completion) raise `PolicyError`; the harness records them on the episode as
 `env_error`, never as the model's 0. `preflight()` asks the endpoint once
-before a run so that a dead endpoint or a refused key fails the run at once.
+before a run so that a dead endpoint or a refused key fails the run at once;
+`BREAKER_5XX` requests in a row ending in HTTP 5xx open a circuit breaker,
+after which the run's requests fail at once.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,6 +50,32 @@ NO_KEY = "sk-no-key"  # sent when $OPENAI_API_KEY is unset: the SDK refuses to r
 MAX_BAD_CALLS = 2
 ONE_CALL_PER_TURN = "Not executed: only the first tool call of a reply is run. Call one tool per reply."
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+# Requests in a row (each after the SDK's own retries) that ended in HTTP 5xx
+# before the policy stops asking: every later request fails at once.
+BREAKER_5XX = 5
+
+
+class CircuitBreaker:
+    """Counts requests in a row that ended in a server error (5xx), across
+    the episodes of a run; at `limit` it opens and stays open: an endpoint
+    that keeps failing is not asked again for every episode left."""
+
+    def __init__(self, limit: int = BREAKER_5XX):
+        self.limit, self.failures, self.last = limit, 0, ""
+        self._lock = threading.Lock()
+
+    @property
+    def open(self) -> bool:
+        return self.failures >= self.limit
+
+    def result(self, status: int | None, text: str = "") -> None:
+        with self._lock:
+            if self.open:
+                return
+            if status is not None and status >= 500:
+                self.failures, self.last = self.failures + 1, text
+            else:
+                self.failures = 0
 
 
 class PolicyError(SandgymError, RuntimeError):
@@ -178,6 +208,11 @@ class ChatPolicy:
         use_tools: bool = True,
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     ):
+        if model and base_url and "://" not in base_url:
+            raise ValueError(
+                f"policy openai: the base URL {base_url!r} has no scheme: http:// is missing "
+                f"(e.g. openai:{model}@http://{base_url})"
+            )
         if not model or not base_url.startswith(("http://", "https://")):
             raise ValueError("policy openai needs openai:MODEL@BASE_URL, e.g. openai:my-model@http://127.0.0.1:8000/v1")
         if max_tokens is not None and max_tokens < 1:
@@ -193,6 +228,7 @@ class ChatPolicy:
             max_retries=retries,
             timeout=timeout_s,
         )
+        self.breaker = CircuitBreaker()  # shared by reseeded copies: one endpoint
         # What a record needs to reproduce the run (never the key).
         self.config = {
             "model": model,
@@ -214,11 +250,12 @@ class ChatPolicy:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (to a Ray node) without its client, nor the key it holds."""
-        return {k: v for k, v in self.__dict__.items() if k != "client"}
+        return {k: v for k, v in self.__dict__.items() if k not in ("client", "breaker")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """A client made where it is unpickled, with that machine's $OPENAI_API_KEY."""
         self.__dict__.update(state)
+        self.breaker = CircuitBreaker()
         self.client = openai.OpenAI(
             base_url=self.base_url,
             api_key=os.environ.get("OPENAI_API_KEY") or NO_KEY,
@@ -252,8 +289,18 @@ class ChatPolicy:
             body["seed"] = self.seed
         if tools:
             body["tools"] = tools
+            body["parallel_tool_calls"] = False  # only the first call of a reply is played
+        if self.breaker.open:
+            raise PolicyError(
+                f"circuit open: {self.breaker.failures} requests in a row to {self.base_url} ended in a server "
+                f"error (last: {self.breaker.last}); not asking again in this run"
+            )
         try:
             reply = self.client.chat.completions.create(**body)
+        except openai.APIStatusError as e:
+            error = _endpoint_error(e, self.base_url)
+            self.breaker.result(e.status_code, str(error))
+            raise error from None
         except openai.OpenAIError as e:
             raise _endpoint_error(e, self.base_url) from None
         except ValueError as e:  # a 200 whose body is not JSON
@@ -261,6 +308,7 @@ class ChatPolicy:
         choices = getattr(reply, "choices", None)
         if not isinstance(choices, list) or not choices or getattr(choices[0], "message", None) is None:
             raise PolicyError(f"not a chat completion: {_one_line(reply, 200)}")
+        self.breaker.result(200)
         return reply
 
 

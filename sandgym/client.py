@@ -31,6 +31,13 @@ from pydantic_core import PydanticCustomError
 TASK_SPLIT = "test"  # every served task set is one split of this name
 
 
+MCP_TYPES = ("list_tools", "call_tool")  # the `type` of openenv's ListToolsAction, CallToolAction
+
+
+def _meta(data: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": data["metadata"]} if "metadata" in data else {}
+
+
 class SandgymAction(Action):
     """One action: the agent's reply as text, in the env's grammar (code
     function: a reply holding a ```python block; SWE repo: a fenced tool
@@ -44,9 +51,20 @@ class SandgymAction(Action):
         description="Optional structured action (a mapping), passed to step() instead of `text`; leave `text` empty.",
     )
 
+    mcp: dict[str, Any] | None = Field(
+        default=None,
+        description="An OpenEnv MCP action (RFC 003), as openenv's ListToolsAction or CallToolAction "
+        'send it: {"type": "list_tools"} or {"type": "call_tool", "tool_name": ..., "arguments": {...}}.',
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _call_alone(cls, data: Any) -> Any:
+        # openenv hands the env's action model every step payload, MCP ones
+        # included (it takes them apart only for its generic Action): they
+        # are kept whole in `mcp`, for the server to play as openenv's own.
+        if isinstance(data, dict) and data.get("type") in MCP_TYPES:
+            return {"text": "", "mcp": {k: v for k, v in data.items() if k != "metadata"}, **_meta(data)}
         # Clients of the earlier protocol send `{"call": {...}}` with no text.
         if isinstance(data, dict) and "text" not in data and data.get("call") is not None:
             return {**data, "text": ""}
@@ -54,10 +72,12 @@ class SandgymAction(Action):
 
     @model_validator(mode="after")
     def _not_both(self) -> SandgymAction:
-        if self.call is not None and self.text:
+        given = [bool(self.text), self.call is not None, self.mcp is not None]
+        if sum(given) > 1:
             # A custom error carries no exception object, so openenv can serialize it.
             raise PydanticCustomError(
-                "text_or_call", "an action is `text` (a string) or `call` (a mapping), not both: drop one"
+                "text_or_call",
+                "an action is `text` (a string) or `call` or `mcp` (a mapping), not both: drop one",
             )
         return self
 

@@ -12,7 +12,8 @@ are left out. Both are counted in their own columns. Runs with several
 samples per task (`--epochs`, `--samples`) also show pass@k.
 
 Results compare only on the same task-set hash: runs on different hashes
-are refused, naming each folder and its hash.
+are refused, naming each folder and its hash; finished runs over different
+tasks of one set (--task-id, --limit) are refused unless `allow_subsets`.
 """
 
 from __future__ import annotations
@@ -289,11 +290,23 @@ def _differences(entries: list[Entry]) -> list[str]:
     return warnings
 
 
-def rank(run_dirs: Iterable[str | Path | Run]) -> Board:
+def _check_subsets(runs: list[Run]) -> None:
+    """Finished runs over different tasks of one set measure different things: refused, in one line."""
+    covered = {r.path: frozenset(rec.task_id for rec in r.records) for r in runs if not r.interrupted}
+    if len(set(covered.values())) > 1:
+        sizes = ", ".join(f"{path} {len(ids)}" for path, ids in covered.items())
+        raise LeaderboardError(
+            f"the runs cover different tasks of one task set (tasks per run: {sizes}); "
+            "rank them anyway with --allow-subsets"
+        )
+
+
+def rank(run_dirs: Iterable[str | Path | Run], allow_subsets: bool = False) -> Board:
     """Rank runs on one task set by mean reward (not_executed as 0, env_error left out), best first.
 
-    Raises LeaderboardError when there is no run, when a run appears twice, or when
-    the runs were made on different task sets (task_set_hash); RunError (a
+    Raises LeaderboardError when there is no run, when a run appears twice, when
+    the runs were made on different task sets (task_set_hash), or when finished
+    runs cover different tasks of the set (unless `allow_subsets`); RunError (a
     ValueError) when a folder cannot be read.
     """
     runs = [d if isinstance(d, Run) else load_run(d) for d in run_dirs]
@@ -316,6 +329,8 @@ def rank(run_dirs: Iterable[str | Path | Run]) -> Board:
                 f"run {r.summary.run_id} appears twice ({seen[r.summary.run_id]} and {r.path}); pass each run once"
             )
         seen[r.summary.run_id] = r.path
+    if not allow_subsets:
+        _check_subsets(runs)
     entries = [_entry(r) for r in runs]
     # Best mean first; among equal means the tighter lower bound, then more scored episodes.
     entries.sort(key=lambda e: (e.mean is None, -(e.mean or 0.0), -(e.ci_low or 0.0), -e.n_counted, str(e.run_dir)))

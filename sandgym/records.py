@@ -162,6 +162,23 @@ class Summary(BaseModel):
     pass_at_k: dict[str, float] = Field(default_factory=dict)
     # sandbox-seconds (and CPU-seconds where known) per episode, verified success and scored episode
     cost: dict[str, Any] = Field(default_factory=dict)
+    # Token totals over the run's episodes, from the policy's usage reports
+    # (chat models: prompt_tokens, completion_tokens, total_tokens, requests);
+    # empty when the policy reports none.
+    tokens: dict[str, int] = Field(default_factory=dict)
+
+
+def token_totals(records: list[EpisodeRecord]) -> dict[str, int]:
+    """The sum of every record's `policy_data["usage"]` counts (ints only)."""
+    totals: dict[str, int] = {}
+    for r in records:
+        usage = r.policy_data.get("usage") if isinstance(r.policy_data, dict) else None
+        if not isinstance(usage, dict):
+            continue
+        for key, value in usage.items():
+            if isinstance(value, int) and not isinstance(value, bool):
+                totals[key] = totals.get(key, 0) + value
+    return totals
 
 
 def summarize(records: list[EpisodeRecord], wall_s: float, sandgym_version: str, **fields: Any) -> Summary:
@@ -181,6 +198,7 @@ def summarize(records: list[EpisodeRecord], wall_s: float, sandgym_version: str,
         samples_per_task=max(per_task.values(), default=1),
         pass_at_k=pass_at_k((r.task_id, r.outcome) for r in records),
         cost=cost_of(records),
+        tokens=token_totals(records),
         **fields,
     )
 

@@ -414,7 +414,55 @@ def _tests_text(r: EpisodeRecord) -> str:
     return f"{n_pass}/{len(r.tests)}"
 
 
+def _samples_table(recs: list[EpisodeRecord]) -> str:
+    """Several samples per task (--samples, --epochs): one row per task, its samples counted."""
+    by_task: dict[str, list[EpisodeRecord]] = {}
+    for r in recs:
+        by_task.setdefault(r.task_id, []).append(r)
+    rows = []
+    for tid in sorted(by_task, key=lambda t: (-sum(r.outcome == "passed" for r in by_task[t]), t)):
+        group = by_task[tid]
+        passed = sum(r.outcome == Outcome.PASSED.value for r in group)
+        rewards = [r.reward for r in group if r.reward is not None]
+        mean = sum(rewards) / len(rewards) if rewards else None
+        counts: dict[str, int] = {}
+        for r in group:
+            counts[r.outcome] = counts.get(r.outcome, 0) + 1
+        tally = " ".join(f"{_badge(o)}&times;{n}" for o, n in sorted(counts.items()))
+        rows.append(
+            f'<tr data-task="{esc(tid)}" data-samples="{len(group)}" data-passed="{passed}">'
+            f'<td class="task">{esc(tid)}</td><td class="num">{len(group)}</td><td class="num">{passed}</td>'
+            f'<td class="num">{esc(fmt_pct(passed, len(group)))}</td><td>{reward_bar(mean)}</td>'
+            f'<td class="num">{esc(fmt_reward(mean))}</td><td>{tally}</td></tr>'
+        )
+    return (
+        '<section id="rewards"><h2>Samples by task</h2><p class="sub">One row per task: its samples, how many '
+        "passed, and their outcomes; most passes first.</p><div><table><thead><tr><th>task</th>"
+        '<th class="num">samples</th><th class="num">passed</th><th class="num">pass share</th><th></th>'
+        f'<th class="num">mean reward</th><th>outcomes</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        "</div></section>"
+    )
+
+
+def _tokens(run: Run) -> str:
+    """Token totals of the run (the policy's usage reports), when it has any."""
+    from .records import token_totals
+
+    totals = token_totals(run.records)
+    if not totals:
+        return ""
+    cells = "".join(
+        f'<tr><td>{esc(k)}</td><td class="num" data-field="{esc(k)}">{v:,}</td></tr>' for k, v in sorted(totals.items())
+    )
+    return (
+        '<section id="tokens"><h2>Tokens</h2><p class="sub">Totals over every episode, as the model endpoint '
+        f"reported them.</p><table>{cells}</table></section>"
+    )
+
+
 def _reward_table(recs: list[EpisodeRecord]) -> str:
+    if len({r.task_id for r in recs}) < len(recs):
+        return _samples_table(recs)
     order = sorted(recs, key=lambda r: (r.reward is None, -(r.reward or 0.0), r.task_id, r.episode_id))
     rows = []
     for r in order:
@@ -504,7 +552,7 @@ def render_report(run: Run) -> str:
         f"{esc(_policy_text(s.policy))} · generated {esc(generated)} by sandgym {esc(__version__)}</p>"
         f'{banner}<section id="run"><h2>Run</h2>{_meta(run)}</section>'
         f"{_headline(recs)}{_outcomes(recs)}{_statuses(recs)}{_pass_at_k(run)}{_family_sections(run)}"
-        f"{_reward_table(recs)}{_latency(recs)}{_cost(recs)}{_failures(recs)}"
+        f"{_reward_table(recs)}{_latency(recs)}{_cost(recs)}{_tokens(run)}{_failures(recs)}"
         "</main></body></html>\n"
     )
 

@@ -66,6 +66,16 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.mcp_types import (
+    RESERVED_TOOL_NAMES,
+    CallToolAction,
+    CallToolObservation,
+    ListToolsAction,
+    ListToolsObservation,
+    Tool,
+    ToolError,
+    ToolErrorType,
+)
 from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
 
 from sandgym.families import FAMILIES, check_env_id, register_envs
@@ -197,9 +207,17 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
             )
             return self._observation(obs, info, reward=None, done=False, truncated=False)
 
-    def step(self, action: SandgymAction, timeout_s: float | None = None, **kwargs: Any) -> SandgymObservation:
+    def step(self, action: Any, timeout_s: float | None = None, **kwargs: Any) -> Any:
         """`timeout_s` is not used: every run and verification is bounded by
-        the task's own timeout."""
+        the task's own timeout. Besides sandgym's own action, openenv's MCP
+        actions (RFC 003): `ListToolsAction` (no reset needed) lists the env's
+        tools, `CallToolAction` plays one tool call as a step."""
+        if isinstance(action, SandgymAction) and action.mcp is not None:
+            action = _mcp_action(action.mcp)
+        if isinstance(action, ListToolsAction):
+            return self._list_tools()
+        if isinstance(action, CallToolAction):
+            return self._call_tool(action)
         if not isinstance(action, SandgymAction):
             raise ProtocolError(f"a sandgym action is {{'text': str}}, got {type(action).__name__}", status=422)
         with self._lock:
@@ -219,6 +237,64 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
             if done and self._sessions is not None and self._sessions.observer is not None:
                 self._sessions.observer.episode_done(env.unwrapped)
             return self._observation(obs, info, reward=float(reward), done=done, truncated=bool(truncated))
+
+    # -- openenv's MCP actions (RFC 003), played through step() --------------
+
+    def _list_tools(self) -> ListToolsObservation:
+        """The env's tools (its `chat_tools()`, the schemas chat models get) as MCP tools."""
+        with self._lock:
+            schemas = self._sandgym_env().chat_tools() or []
+        tools = [
+            Tool(
+                name=t["function"]["name"],
+                description=t["function"].get("description", ""),
+                input_schema=t["function"].get("parameters") or {"type": "object", "properties": {}},
+            )
+            for t in schemas
+            if t["function"]["name"] not in RESERVED_TOOL_NAMES
+        ]
+        return ListToolsObservation(tools=tools, done=self._state.done, reward=None)
+
+    def _call_tool(self, action: CallToolAction) -> CallToolObservation:
+        """One tool call, made into the env's action by the env (`tool_action`)
+        and played as one step; the result is the step's observation as
+        sandgym's own step gives it. A call the env cannot take (an unknown
+        tool, bad arguments) is an `invalid_args`/`tool_not_found` error and no
+        step."""
+        with self._lock:
+            if self._env is None:
+                self._check_open()
+                raise ProtocolError("no episode has begun in this session: reset first, then call tools", 409)
+            env = self._gym_env()
+            names = {t["function"]["name"] for t in self._sandgym_env().chat_tools() or []}
+            if action.tool_name not in names:
+                return CallToolObservation(
+                    tool_name=action.tool_name,
+                    error=ToolError(
+                        error_type=ToolErrorType.TOOL_NOT_FOUND,
+                        message=f"unknown tool {action.tool_name!r}; the tools are {', '.join(sorted(names))}",
+                    ),
+                    done=self._state.done,
+                )
+            try:
+                value = self._sandgym_env().tool_action(action.tool_name, dict(action.arguments))
+            except ValueError as e:
+                return CallToolObservation(
+                    tool_name=action.tool_name,
+                    error=ToolError(error_type=ToolErrorType.INVALID_ARGS, message=str(e)),
+                    done=self._state.done,
+                )
+            obs, reward, terminated, truncated, info = env.step(value)
+            done = bool(terminated or truncated)
+            self._state.step_count += 1
+            self._state.done = done
+            if done and self._sessions is not None and self._sessions.observer is not None:
+                self._sessions.observer.episode_done(env.unwrapped)
+            seen = self._observation(obs, info, reward=float(reward), done=done, truncated=bool(truncated))
+        result = seen.model_dump(mode="json", exclude={"done", "reward", "metadata"})
+        return CallToolObservation(
+            tool_name=action.tool_name, result=result, done=done, reward=float(reward), metadata=seen.metadata
+        )
 
     # -- openenv's Task API (POST /<name>/tasks, /num_tasks, /task, /task_range) --
 
@@ -300,6 +376,10 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
             self._env = gymnasium.make(self.env_id, **self.env_kwargs)
         return self._env
 
+    def _sandgym_env(self) -> Any:
+        """The env under Gymnasium's wrappers: its `chat_tools()` and `tool_action()`."""
+        return self._gym_env().unwrapped
+
     def _observation(
         self, obs: Any, info: dict[str, Any], reward: float | None, done: bool, truncated: bool
     ) -> SandgymObservation:
@@ -322,6 +402,19 @@ class SandgymEnvironment(Environment[SandgymAction, SandgymObservation, SandgymS
         if extra:
             metadata["info"] = extra
         return SandgymObservation(done=done, reward=reward, truncated=truncated, metadata=metadata, **fields)
+
+
+def _mcp_action(data: dict[str, Any]) -> ListToolsAction | CallToolAction:
+    """openenv's MCP action from its payload (kept whole by SandgymAction)."""
+    from pydantic import ValidationError
+
+    model = ListToolsAction if data.get("type") == "list_tools" else CallToolAction
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"]) or data.get("type", "")
+        raise ProtocolError(f"MCP action {data.get('type')!r}: field {where}: {err['msg']}", 422) from None
 
 
 def _task_entry(task: Any) -> dict[str, Any]:
@@ -376,6 +469,7 @@ def build_app(
     close_runtime: bool | None = None,
     warm: bool = True,
     max_body_bytes: int = MAX_BODY_BYTES,
+    max_concurrent_envs: int | None = None,
 ) -> FastAPI:
     """The OpenEnv app serving `env_id`.
 
@@ -383,7 +477,8 @@ def build_app(
     `runtime` (a name, default "local", or a `Runtime` object) becomes one
     runtime object shared by all sessions. It is closed on app shutdown when
     this function made it (or when `close_runtime=True`). `max_sessions`
-    bounds concurrent WebSocket sessions; `session_timeout` (seconds, None:
+    bounds concurrent WebSocket sessions (`max_concurrent_envs`, openenv's
+    name for it, takes its place when given); `session_timeout` (seconds, None:
     never) is openenv's idle-session timeout. `warm` starts the runtime (for
     the local runtime: its zygote) before the first session. HTTP request
     bodies over `max_body_bytes` are answered 413.
@@ -393,6 +488,8 @@ def build_app(
     """
     register_envs()
     check_env_id(env_id)
+    if max_concurrent_envs is not None:
+        max_sessions = max_concurrent_envs
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
     if session_timeout is not None and session_timeout <= 0:
@@ -477,8 +574,8 @@ def app_from_environment(env_id: str | None = None, warm: bool = True) -> FastAP
     first family's env, sandgym/CodeFunction-v0), SANDGYM_TASKS, SANDGYM_<OPTION>
     for any option of the env (`options_from_environment`: SANDGYM_MODE,
     SANDGYM_MAX_TURNS ...), SANDGYM_ENV_OPTIONS (a JSON object of further env
-    kwargs), SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS, SANDGYM_SESSION_TIMEOUT
-    (0: never). `env_id` (the family apps `app_<family>`, named by
+    kwargs), SANDGYM_RUNTIME, SANDGYM_MAX_SESSIONS (or openenv's
+    MAX_CONCURRENT_ENVS), SANDGYM_SESSION_TIMEOUT (0: never). `env_id` (the family apps `app_<family>`, named by
     manifests/<family>/openenv.yaml) takes the place of SANDGYM_ENV."""
     env = os.environ
     env_id = check_env_id(env_id or env.get("SANDGYM_ENV") or next(iter(FAMILIES.values())).env_id)
@@ -497,7 +594,7 @@ def app_from_environment(env_id: str | None = None, warm: bool = True) -> FastAP
     return build_app(
         env_id,
         kwargs,
-        max_sessions=int(env.get("SANDGYM_MAX_SESSIONS", "8")),
+        max_sessions=int(env.get("SANDGYM_MAX_SESSIONS") or env.get("MAX_CONCURRENT_ENVS") or "8"),
         session_timeout=timeout or None,
         warm=warm,
     )

@@ -29,3 +29,10 @@ def shown(value: object, one_line: bool = True) -> str:
     if one_line:
         text = re.sub("[\t\n\r\x0b\x0c\x85\u2028\u2029]", " ", text)
     return escape(_CONTROLS.sub("", text))
+
+
+def plain(value: object) -> str:
+    """`value` as one line of plain text (printed without rich): control
+    characters dropped, line breaks as spaces, lone surrogates escaped."""
+    text = str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+    return _CONTROLS.sub("", re.sub("[\t\n\r\x0b\x0c\x85\u2028\u2029]", " ", text))

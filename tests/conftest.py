@@ -32,6 +32,7 @@ SANDBOX_MARKERS = ("docker", "chromium", "k8s", "ray")
 SANDBOX_TESTS = {
     "core/test_faults.py",  # kills and resumes real evals
     "core/test_server.py",  # serves envs, whose sessions have sandboxes
+    "core/test_mcp_tools.py",  # serves envs, played through openenv's MCP actions
     "runtimes/test_conformance.py",  # its own runtimes, one per backend
     "runtimes/test_conformance_security.py",
     "runtimes/test_conformance_stock.py",

@@ -119,7 +119,10 @@ def extract_code(text: str, entry_point: str) -> tuple[str | None, str]:
     if not code.strip():
         return None, f"the code block is empty: it must define `{entry_point}`"
     if defines(code, entry_point) is False:
-        return None, f"the code does not define `{entry_point}` at top level"
+        return None, (
+            f"no function named `{entry_point}`: the code does not define `{entry_point}` at top level; "
+            f"send the whole function (`def {entry_point}(...)`)"
+        )
     return code, ""
 
 

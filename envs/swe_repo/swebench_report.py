@@ -30,13 +30,16 @@ class JudgedRecord(Protocol):
     task_id: str
     artifact: str | None
     outcome: str
+    status: str | None
 
 
 def swebench_report(records: Sequence[JudgedRecord], task_ids: list[str]) -> dict[str, Any]:
     """SWE-bench's run report from records (one per task): a task without a
     record, or whose record is `not_executed`, had no prediction
-    (incomplete); a blank artifact is an empty patch (not run); `env_error`
-    is an error; every other is completed, and resolved when it passed."""
+    (incomplete); an empty artifact ("", as SWE-bench tests it: a blank one
+    is submitted) is an empty patch (not run); `env_error` and a patch that
+    did not apply (APPLY_FAILED) are errors; every other is completed, and
+    resolved when it passed."""
     by_task = {r.task_id: r for r in records}
     submitted: list[str] = []
     completed: list[str] = []
@@ -51,9 +54,9 @@ def swebench_report(records: Sequence[JudgedRecord], task_ids: list[str]) -> dic
             incomplete.append(tid)
             continue
         submitted.append(tid)
-        if not (r.artifact or "").strip():
+        if not r.artifact:
             empty.append(tid)
-        elif r.outcome == Outcome.ENV_ERROR.value:
+        elif r.outcome == Outcome.ENV_ERROR.value or r.status == "APPLY_FAILED":
             errors.append(tid)
         else:
             completed.append(tid)

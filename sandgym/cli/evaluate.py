@@ -17,11 +17,51 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from ..outcomes import OUTCOME_NAMES
+from ..terminal import plain
 from .shared import console, env_options, err_console, fail, load_task_set, shown
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+
+DEFAULT_ENV = "sandgym/CodeFunction-v0"
+
+
+def env_of_tasks(env: str | None, tasks: str | None) -> str:
+    """--env as given; else the env of the family --tasks names (read from its
+    taskset.yaml through the task-set loader); else the default env."""
+    if env is not None:
+        return env
+    if tasks is None:
+        return DEFAULT_ENV
+    from sandgym.families import family
+
+    return family(load_task_set(tasks).meta.family).env_id
+
+
+def check_option_names(env: str, kwargs: dict[str, Any]) -> None:
+    """An unknown `-o` name, in one line listing the env's options (its
+    options model in the family table); values are the env's to check."""
+    from sandgym.families import family_of_env, load
+
+    fields = load(family_of_env(env).options).model_fields
+    unknown = sorted(set(kwargs) - set(fields))
+    if unknown:
+        valid = ", ".join(sorted(n for n in fields if n not in ("tasks", "runtime")))
+        raise ValueError(f"unknown env option {unknown[0]!r} for {env}; it takes: {valid}")
+
+
+def all_env_error(summary, records: list) -> str | None:
+    """When every episode of a run ended in env_error, the reason to print
+    (the first record's error, its first line); None otherwise."""
+    if not summary.n_episodes or summary.outcomes.get("env_error", 0) != summary.n_episodes:
+        return None
+    first = next((r.error for r in records if r.outcome == "env_error" and r.error), "") or "no reason recorded"
+    return (
+        f"every one of the {summary.n_episodes} episodes ended in env_error (infrastructure, not the model); "
+        f"first: {first.strip().splitlines()[0][:500] if first.strip() else first}"
+    )
 
 
 def default_out(env: str, policy: str) -> Path:
@@ -73,7 +113,9 @@ def outcome_table(summary) -> Table:
 
 
 def eval_cmd(
-    env: str = typer.Option("sandgym/CodeFunction-v0", "--env", help="Registered env id."),
+    env: str | None = typer.Option(
+        None, "--env", help=f"Registered env id (default: the env of --tasks's family, else {DEFAULT_ENV})."
+    ),
     tasks: str | None = typer.Option(
         None,
         "--tasks",
@@ -183,6 +225,7 @@ def eval_cmd(
     from ..policies import make_policy
     from ..runtimes import RuntimeUnavailable, get_runtime
 
+    env = env_of_tasks(env, tasks)
     if predictions is not None or samples is not None:
         if predictions is not None and samples is not None:
             fail("--predictions and --samples: give one of them")
@@ -203,6 +246,7 @@ def eval_cmd(
             policy, seed=seed, temperature=temperature, max_tokens=max_tokens, system_prompt=system_prompt
         )
         env_kwargs = env_options(env_option, mode=mode, max_turns=max_turns, reward=reward)
+        check_option_names(env, env_kwargs)
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
         fail(str(e))
@@ -290,8 +334,11 @@ def eval_cmd(
         _exit(exit_code, stuck)
     console().print(outcome_table(summary))
     console().print(f"records: {out / 'trajectories.jsonl'}  summary: {out / 'summary.json'}", highlight=False)
-    if stuck:
-        _exit(0, stuck)
+    broken = all_env_error(summary, run.records if run is not None else [])
+    if broken:
+        err_console().print(f"error: {shown(broken)}", highlight=False, soft_wrap=True, markup=False)
+    if stuck or broken:
+        _exit(1 if broken else 0, stuck)
 
 
 # Set to 0: `eval` starts nothing of the runtime ahead of its first sandbox
@@ -330,9 +377,13 @@ def _executor(name: str, address: str | None, rt: Any) -> Any:
 
 
 class NoProgress:
-    """The progress display where standard error is no terminal (rich's
-    would show nothing there): the same calls, and no rich imported before
-    the first episode (or verification) starts."""
+    """The progress display where standard error is no terminal (a log, CI):
+    one plain line per finished episode, `episodes 3/10 passed=2 failed=1`,
+    in place of rich's bar (which would show nothing there); no rich
+    imported before the first episode (or verification) starts."""
+
+    def __init__(self) -> None:
+        self.label, self.total, self.done = "episodes", 0, 0
 
     @property
     def console(self) -> Console:
@@ -344,11 +395,16 @@ class NoProgress:
     def __exit__(self, *exc: object) -> None:
         return None
 
-    def add_task(self, *args: Any, **fields: Any) -> int:
+    def add_task(self, description: str = "episodes", total: float | None = None, **fields: Any) -> int:
+        self.label, self.total = description, int(total or 0)
         return 0
 
-    def update(self, *args: Any, **fields: Any) -> None:
-        return None
+    def update(self, task: int, advance: float = 0, tally: str = "", **fields: Any) -> None:
+        if not advance:
+            return
+        self.done += int(advance)
+        line = f"{self.label} {self.done}/{self.total}" + (f" {tally}" if tally else "")
+        print(plain(line), file=sys.stderr, flush=True)
 
 
 def episode_progress() -> Any:
@@ -462,6 +518,10 @@ def _eval_predictions(
         )
         line += f"  report: {out / REPORT}"
     console().print(line, highlight=False)
+    broken = all_env_error(summary, run.records)
+    if broken:
+        err_console().print(f"error: {shown(broken)}", highlight=False, soft_wrap=True, markup=False)
+        raise typer.Exit(1)
 
 
 def _observing(env: str, rt, metrics_port: int | None, otlp_endpoint: str | None):

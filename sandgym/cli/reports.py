@@ -34,13 +34,16 @@ def report_cmd(
 def leaderboard_cmd(
     run_dirs: list[Path] = typer.Argument(..., help="Run folders made on the same task set."),
     as_json: bool = typer.Option(False, "--json", help="Print rows as JSON instead of a table."),
+    allow_subsets: bool = typer.Option(
+        False, "--allow-subsets", help="Rank runs that cover different tasks of the set (--task-id, --limit)."
+    ),
 ):
     """Rank runs on the same task_set_hash by mean reward, with 95% confidence intervals."""
     from ..leaderboard import LeaderboardError, rank
     from ..runs import RunError
 
     try:
-        board = rank(run_dirs)
+        board = rank(run_dirs, allow_subsets=allow_subsets)
     except (LeaderboardError, RunError) as e:
         fail(str(e))
     if as_json:

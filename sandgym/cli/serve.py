@@ -14,7 +14,9 @@ def serve_cmd(
     env: str = typer.Option(..., "--env", help="Registered env id to serve."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (the default accepts local clients only)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to bind."),
-    max_sessions: int = typer.Option(8, "--max-sessions", min=1, help="Concurrent WebSocket sessions (one env each)."),
+    max_sessions: int = typer.Option(
+        8, "--max-sessions", "--max-concurrent-envs", min=1, help="Concurrent WebSocket sessions (one env each)."
+    ),
     session_timeout: float = typer.Option(
         600.0,
         "--session-timeout",

@@ -108,25 +108,49 @@ def list_cmd(
     tasks: str | None = typer.Argument(
         None, help="Task-set folder or bundled name (e.g. swe_repo/pypi-v1); none: list every bundled set."
     ),
+    ids: bool = typer.Option(False, "--ids", help="Print only the task ids, one per line."),
+    as_json: bool = typer.Option(False, "--json", help="Print the tasks as a JSON list of objects."),
 ):
-    """List the tasks of a set, or (with no argument) every task set bundled with sandgym."""
+    """List the tasks of a set, or (with no argument) every task set bundled with sandgym.
+    Where standard output is no terminal the table is printed whole (no column cut short)."""
+    import json
+    import sys
+
     from rich.table import Table
 
     from sandgym.families import spec_module
+    from sandgym.terminal import plain
 
+    if ids and as_json:
+        fail("--ids and --json: give one of them")
     if tasks is None:
+        if ids or as_json:
+            fail("--ids and --json list the tasks of one set: give its folder or bundled name")
         return _list_bundled()
     ts = load_task_set(tasks)
+    columns = spec_module(ts.meta.family)
+    if ids:  # plain lines for scripts: ids come from task files, so they are made safe to print
+        sys.stdout.write("".join(plain(t.id) + "\n" for t in ts.tasks))
+        return
+    if as_json:  # JSON escapes every control character: the text as it is in the files
+        rows = [dict(zip(("id", *columns.LIST_COLUMNS), (t.id, *columns.list_row(t)), strict=True)) for t in ts.tasks]
+        sys.stdout.write(json.dumps(rows, ensure_ascii=False, indent=1) + "\n")
+        return
     table = Table(
         title=f"{shown(ts.meta.name)} v{ts.meta.version} · {ts.meta.family} · {len(ts)} tasks · {ts.hash[:19]}"
     )
-    columns = spec_module(ts.meta.family)
     for col in ("id", *columns.LIST_COLUMNS):
         table.add_column(col)
     for t in ts.tasks:
         row = columns.list_row(t)  # text from the task files: shown, never obeyed
         table.add_row(shown(t.id), *(shown(cell) for cell in row))
-    console().print(table)
+    # A terminal gets the table at its width; a pipe or file gets every cell whole.
+    if sys.stdout.isatty():
+        console().print(table)
+    else:
+        from rich.console import Console
+
+        Console(width=100_000).print(table)
 
 
 def _list_bundled() -> None:

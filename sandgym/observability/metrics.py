@@ -57,6 +57,18 @@ SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120,
 PHASES = ("queue", "create", "exec", "verify", "total")
 
 
+class _NoCreated(Collector):
+    """A registry's metrics with their `<name>_created` samples left out."""
+
+    def __init__(self, registry: CollectorRegistry):
+        self.registry = registry
+
+    def collect(self) -> Iterator[Any]:
+        for metric in self.registry.collect():
+            metric.samples = [s for s in metric.samples if s.name != metric.name + "_created"]
+            yield metric
+
+
 class SandgymMetrics:
     """The metrics of one run or one server, in a registry of their own."""
 
@@ -232,7 +244,12 @@ class SandgymMetrics:
     # -- exposition ----------------------------------------------------------------------
 
     def exposition(self) -> tuple[bytes, str]:
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+        """The text format, without the `_created` series prometheus_client
+        adds to every counter and histogram (a timestamp per label set that
+        doubles the series and that scrapers do not need). Dropped here, per
+        registry, not with prometheus_client's process-wide switch, which would
+        change the metrics of a program that embeds sandgym."""
+        return generate_latest(_NoCreated(self.registry)), CONTENT_TYPE_LATEST
 
     def close(self) -> None:
         pool_module.remove_listener(self._pool_event)

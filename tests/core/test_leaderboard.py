@@ -279,3 +279,24 @@ def test_markdown_cells_cannot_break_the_table(task_set, runtime, tmp_path):
     row = [line for line in md.splitlines() if line.startswith("| 1 |")][0]
     assert "a\\|b.jsonl" in row
     assert row.count(" | ") == 12  # 13 cells
+
+
+def test_runs_over_different_subsets_are_refused_unless_allowed(runs, task_set, runtime, tmp_path):
+    subset = tmp_path / "subset"
+    EvalRun(ENV, task_set, OraclePolicy(), runtime, "local", subset).run(["add", "rev"])
+    with pytest.raises(LeaderboardError) as err:
+        rank([runs["null"], subset])
+    message = str(err.value)
+    assert "\n" not in message and "--allow-subsets" in message
+    assert f"{runs['null']} 3" in message and f"{subset} 2" in message
+    board = rank([runs["null"], subset], allow_subsets=True)
+    assert [e.run_dir for e in board.entries] == [subset, runs["null"]]
+    from typer.testing import CliRunner
+
+    from sandgym.cli import app
+
+    result = CliRunner().invoke(app, ["leaderboard", str(runs["null"]), str(subset)])
+    assert result.exit_code != 0 and "--allow-subsets" in result.output
+    result = CliRunner().invoke(app, ["leaderboard", "--allow-subsets", "--json", str(runs["null"]), str(subset)])
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.output)["rows"]) == 2

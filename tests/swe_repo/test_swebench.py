@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from typer.testing import CliRunner
 
 from sandgym.cli import app
 from sandgym.envs.swe_repo.swebench import export_swebench, import_swebench, verify_prediction
+from sandgym.envs.swe_repo.swebench_report import swebench_report
 from sandgym.errors import SandgymError
 from sandgym.leaderboard import rank
 from sandgym.records import EpisodeRecord
@@ -348,17 +350,19 @@ def test_predictions_give_swebench_report(made, tmp_path):
         "+    if number % 100 in (11, 12, 13):", "+    if number % 100 in (11, 12, 14):"
     )
     assert wrong != by_id[instance_id(1)]["patch"]
-    # Its context no longer matches the base commit.
-    no_apply = by_id[instance_id(3)]["patch"].replace(
+    # The gold patch with one context line changed: `git apply` refuses it,
+    # SWE-bench's `patch --fuzz=5` applies it, and it resolves.
+    fuzzy = by_id[instance_id(3)]["patch"].replace(
         "     normalized = unicodedata.normalize('NFKD', string)",
         "     normalized = unicodedata.normalize('NFC', string)",
     )
-    assert no_apply != by_id[instance_id(3)]["patch"]
+    assert fuzzy != by_id[instance_id(3)]["patch"]
     preds = [
         {"instance_id": instance_id(0), "model_name_or_path": "acme/coder-7b", "model_patch": gold},
         {"instance_id": instance_id(1), "model_name_or_path": "acme/coder-7b", "model_patch": wrong},
-        {"instance_id": instance_id(2), "model_name_or_path": "acme/coder-7b", "model_patch": ""},
-        {"instance_id": instance_id(3), "model_name_or_path": "acme/coder-7b", "model_patch": no_apply},
+        # Garbage: applies by none of SWE-bench's commands, an error instance.
+        {"instance_id": instance_id(2), "model_name_or_path": "acme/coder-7b", "model_patch": "I fixed it!\n"},
+        {"instance_id": instance_id(3), "model_name_or_path": "acme/coder-7b", "model_patch": fuzzy},
         # instance 5: no prediction
     ]
     pred_file = tmp_path / "preds.json"  # a JSON list, as some harnesses write them
@@ -375,19 +379,19 @@ def test_predictions_give_swebench_report(made, tmp_path):
         "total_instances": 5,
         "submitted_instances": 4,
         "completed_instances": 3,
-        "resolved_instances": 1,
-        "unresolved_instances": 2,
-        "empty_patch_instances": 1,
-        "error_instances": 0,
+        "resolved_instances": 2,
+        "unresolved_instances": 1,
+        "empty_patch_instances": 0,
+        "error_instances": 1,
     }
     assert {k: report[k] for k in REPORT_IDS} == {
         "submitted_ids": [instance_id(i) for i in range(4)],
         "completed_ids": [instance_id(0), instance_id(1), instance_id(3)],
         "incomplete_ids": [instance_id(4)],
-        "resolved_ids": [instance_id(0)],
-        "unresolved_ids": [instance_id(1), instance_id(3)],
-        "empty_patch_ids": [instance_id(2)],
-        "error_ids": [],
+        "resolved_ids": [instance_id(0), instance_id(3)],
+        "unresolved_ids": [instance_id(1)],
+        "empty_patch_ids": [],
+        "error_ids": [instance_id(2)],
     }
     records = {
         r.task_id: r
@@ -396,23 +400,55 @@ def test_predictions_give_swebench_report(made, tmp_path):
     assert {tid: (r.status, r.outcome) for tid, r in records.items()} == {
         instance_id(0): ("FULL", "passed"),
         instance_id(1): ("NO", "failed"),
-        instance_id(2): ("EMPTY", "failed"),
-        instance_id(3): ("APPLY_FAILED", "failed"),
+        instance_id(2): ("APPLY_FAILED", "failed"),
+        instance_id(3): ("FULL", "passed"),
         instance_id(4): (None, "not_executed"),
     }
-    assert records[instance_id(2)].pass_rate is None  # an empty patch is EMPTY, not a pass rate
+    assert records[instance_id(2)].pass_rate is None and not records[instance_id(2)].violations
     assert all(r.policy["model"] == "acme/coder-7b" and r.policy["name"] == "predictions" for r in records.values())
     # The HTML report shows the statuses and SWE-bench's counts.
     result = runner.invoke(app, ["report", str(out)])
     assert result.exit_code == 0, result.output
     page = (out / "report.html").read_text()
-    for status in ("FULL", "NO", "EMPTY", "APPLY_FAILED"):
+    for status in ("FULL", "NO", "APPLY_FAILED"):
         assert f'data-status="{status}"' in page
-    assert 'data-field="resolved_instances">1<' in page
+    assert 'data-field="resolved_instances">2<' in page and 'data-field="error_instances">1<' in page
     # The leaderboard names the model and counts the missing prediction as unresolved.
     row = rank([out]).to_rows()[0]
     assert row["model"] == "acme/coder-7b"
-    assert (row["mean_reward"], row["n_counted"], row["not_executed"]) == (1 / 5, 5, 1)
+    assert (row["mean_reward"], row["n_counted"], row["not_executed"]) == (2 / 5, 5, 1)
+
+
+def test_predictions_that_cannot_apply_are_errors_never_violations(made, runtime):
+    """SWE-bench's error instances: what none of its apply commands takes.
+    Only "" is an empty patch; a blank one is submitted and fails to apply."""
+    task = made["set"].get(instance_id(1))
+    gold = task.hidden.patch
+    header = next(line for line in gold.splitlines() if line.startswith("@@"))
+    old_start = header.split()[1]  # "-N,M"
+    malformed = gold.replace(header, header.replace(old_start, old_start.split(",")[0] + ",99"), 1)
+    assert malformed != gold
+    # Reads exactly but matches nothing in the tree, even with fuzz: judged in the sandbox.
+    far = gold.replace("\n ", "\n NOT THE BASE ").replace("\n-    ", "\n-    NOT THE BASE ")
+    assert "\n-    NOT THE BASE " in far
+    cases = {"garbage": "I fixed it!\n", "blank": "  \n\n", "malformed": malformed, "far": far}
+    verdicts = {name: verify_prediction(task, text, runtime) for name, text in cases.items()}
+    for name, v in verdicts.items():
+        assert (v.status, v.outcome.value, v.violations) == ("APPLY_FAILED", "failed", []), (name, v.detail)
+    assert "does not apply to the base commit" in verdicts["far"].detail  # the sandbox's chain ran
+    assert "patch --batch --forward --fuzz=5" in verdicts["far"].detail
+    empty = verify_prediction(task, "", runtime)
+    assert (empty.status, empty.tests, empty.violations) == ("EMPTY", [], [])
+    records = [
+        SimpleNamespace(task_id=name, artifact=cases.get(name, ""), outcome=v.outcome.value, status=v.status)
+        for name, v in [*verdicts.items(), ("empty", empty)]
+    ]
+    report = swebench_report(records, [*cases, "empty"])
+    assert (report["error_ids"], report["empty_patch_ids"], report["completed_ids"]) == (
+        sorted(cases),
+        ["empty"],
+        [],
+    )
 
 
 def test_pypi_tasks_export_with_real_base_commits(tmp_path, runtime):

@@ -158,6 +158,7 @@ def verify_once(
     runtime: Runtime,
     scan: list[str] | None = None,
     scan_violations: list[str] | None = None,
+    apply: str = "git",
 ) -> SWEAttempt:
     """One attempt at judging the kept diff: one runner job in a fresh sandbox."""
     t0 = time.perf_counter()
@@ -195,6 +196,7 @@ def verify_once(
             "readonly": True,
             "prepare": {
                 "diff": kept if kept.strip() else None,
+                "apply": apply,
                 "test_patch": test_patch or None,
                 "remove": added_paths(test_patch) if test_patch else [],
                 "sentinels": [{"file": s.file, "code": s.code} for s in sentinels],
@@ -276,9 +278,16 @@ def verify_once(
     )
 
 
-def verify(task: SWETaskPair, diff: str, runtime: Runtime, retries: int = 2) -> SWEVerdict:
+def verify(task: SWETaskPair, diff: str, runtime: Runtime, retries: int = 2, apply: str = "git") -> SWEVerdict:
     """Judge `diff` (git diff against the task's base commit) for `task`.
-    Infrastructure errors are retried up to `retries` times; every attempt is kept."""
+    Infrastructure errors are retried up to `retries` times; every attempt is kept.
+
+    `apply="swebench"` (a SWE-bench prediction, not an agent's diff taken by
+    the env): applied in the sandbox as SWE-bench applies it (`git apply`,
+    then `patch --fuzz=5`), and a patch that cannot be read or applied is
+    APPLY_FAILED (SWE-bench's error instance), never a violation."""
+    if apply not in ("git", "swebench"):
+        raise ValueError(f"apply must be 'git' or 'swebench', got {apply!r}")
     visible, hidden = task.visible, task.hidden
     t0 = time.perf_counter()
     if len(diff.encode("utf-8", "surrogateescape")) > MAX_DIFF_BYTES:
@@ -289,7 +298,15 @@ def verify(task: SWETaskPair, diff: str, runtime: Runtime, retries: int = 2) -> 
         )
         return _verdict(attempt, [attempt], [], [])
     sections = split_diff(diff)
-    if diff.strip() and not sections:
+    if apply == "swebench":
+        problems = [s.problem for s in sections if s.problem]
+        if not sections or problems:
+            what = f"a diff section cannot be read ({problems[0]})" if problems else "it holds no `diff --git` section"
+            attempt = SWEAttempt(
+                status="APPLY_FAILED", outcome=Outcome.FAILED, detail=f"the patch does not apply: {what}"
+            )
+            return _verdict(attempt, [attempt], [], [])
+    elif diff.strip() and not sections:
         attempt = SWEAttempt(
             status="EMPTY",
             outcome=Outcome.FAILED,
@@ -303,7 +320,7 @@ def verify(task: SWETaskPair, diff: str, runtime: Runtime, retries: int = 2) -> 
     scan, scan_violations = scan_diff(kept, info)
     parse_s = round(time.perf_counter() - t0, 4)
     attempts = attempts_until_settled(
-        lambda: verify_once(visible, hidden, kept, bool(kept.strip()), runtime, scan, scan_violations), retries
+        lambda: verify_once(visible, hidden, kept, bool(kept.strip()), runtime, scan, scan_violations, apply), retries
     )
     for a in attempts:
         if isinstance(a, SWEAttempt) and "phases" in a.checks:

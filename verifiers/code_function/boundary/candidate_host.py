@@ -169,7 +169,12 @@ def serve(rfd, wfd):
         exec(compile(source, "<candidate>", "exec"), module)
         fn = module.get(setup["entry_point"])
         if not callable(fn):
-            raise NameError(f"the code does not define a function named {setup['entry_point']!r}")
+            name = setup["entry_point"]
+            made = sorted(k for k, v in module.items() if callable(v) and not k.startswith("__"))[:10]
+            raise NameError(
+                f"no function named {name!r}: the code does not define a function named {name!r}"
+                + (f" (it defines {', '.join(made)})" if made else "")
+            )
     except BaseException as e:  # SystemExit included: it is the candidate's failure
         send({"load_error": _short_error(e)})
         return

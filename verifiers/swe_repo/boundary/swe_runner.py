@@ -9,7 +9,8 @@ launcher its spec at once (the test process sets up, execs and imports
 pytest meanwhile, then waits for its secrets), writes the tree, then:
 
 1. with `prepare` (verification): hashes the tree, applies the agent's diff
-   with `git apply`, hashes again and reports every path that changed
+   with `git apply` (or, for predictions, SWE-bench's chain of `git apply`
+   and `patch --fuzz=5`), hashes again and reports every path that changed
    (the host judges them against the start state); removes what the test
    patch adds, applies the test patch, removes bytecode, appends the hidden
    sentinel tests, and hashes the protected files;
@@ -267,8 +268,8 @@ class Launcher:
 
 def manifest(repo):
     """{relative path: signature} of every non-directory entry under `repo`.
-    Only `git apply` changes the tree between two manifests, and it writes a
-    changed file anew: type, mode, size, inode and mtime tell every change."""
+    Only `git apply` (or GNU patch) changes the tree between two manifests, and
+    each writes a changed file anew: type, mode, size, inode and mtime tell every change."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(repo):
         for name in dirnames + filenames:
@@ -296,21 +297,61 @@ def inside(repo, rel):
     return path
 
 
-def git_apply(repo, work, patch, name):
+def _apply_cmd(repo, work, argv):
+    env = dict(GIT_ENV, PATH=os.environ.get("PATH", "/usr/bin:/bin"), HOME=work)
+    env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(repo.rstrip("/"))
+    r = subprocess.run(argv, cwd=repo, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    return r.returncode == 0, (r.stderr + r.stdout).decode("utf-8", "replace")[-2000:]
+
+
+def _write_patch(work, patch, name):
     path = os.path.join(work, name)
     with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.write(patch)
-    env = dict(GIT_ENV, PATH=os.environ.get("PATH", "/usr/bin:/bin"), HOME=work)
-    env["GIT_CEILING_DIRECTORIES"] = os.path.dirname(repo.rstrip("/"))
-    r = subprocess.run(
-        ["git", "apply", "--verbose", "--whitespace=nowarn", path],
-        cwd=repo,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=120,
-    )
-    return r.returncode == 0, (r.stderr + r.stdout).decode("utf-8", "replace")[-2000:]
+    return path
+
+
+def git_apply(repo, work, patch, name):
+    path = _write_patch(work, patch, name)
+    return _apply_cmd(repo, work, ["git", "apply", "--verbose", "--whitespace=nowarn", path])
+
+
+# SWE-bench's chain (swebench 5.0.2, harness/run_evaluation.py GIT_APPLY_CMDS),
+# each command on the pristine tree; the first to exit 0 wins.
+SWEBENCH_APPLY = (
+    ("git", "apply", "--verbose"),
+    ("git", "apply", "--verbose", "--3way"),
+    ("git", "apply", "--verbose", "--reject"),
+    ("patch", "--batch", "--forward", "--fuzz=5", "-p1", "-i"),
+)
+
+
+def swebench_apply(repo, work, patch, name):
+    """Apply `patch` as SWE-bench does. `git apply` alone changes nothing when
+    it fails; the fallbacks can leave half a patch (--3way, --reject) behind,
+    so each is tried on a copy of the tree and only the winner is replayed
+    on the tree itself. Nothing applied and the patch already in the tree
+    (`git apply --check --reverse`) counts as applied, as in SWE-bench."""
+    path = _write_patch(work, patch, name)
+    logs = []
+    for i, cmd in enumerate(SWEBENCH_APPLY):
+        argv = [*cmd, path]
+        if i == 0:
+            ok, log = _apply_cmd(repo, work, argv)
+        else:
+            trial = os.path.join(tempfile.mkdtemp(prefix="sg-apply-", dir=work), "repo")
+            shutil.copytree(repo, trial, symlinks=True)
+            ok, log = _apply_cmd(trial, work, argv)
+            shutil.rmtree(os.path.dirname(trial), ignore_errors=True)
+            if ok:
+                ok, log = _apply_cmd(repo, work, argv)
+        logs.append(f"$ {' '.join(cmd)}\n{log}")
+        if ok:
+            return True, log
+    ok, _ = _apply_cmd(repo, work, ["git", "apply", "--check", "--reverse", path])
+    if ok:
+        return True, "already applied (git apply --check --reverse)"
+    return False, "\n".join(logs)[-2000:]
 
 
 def unpack(tree, dest):
@@ -345,7 +386,8 @@ def prepare(repo, work, prep, answer):
     legacy = prep.get("legacy", {})
     if diff:
         before = manifest(repo)
-        ok, log = git_apply(repo, work, diff, "agent.diff")
+        apply = swebench_apply if prep.get("apply") == "swebench" else git_apply
+        ok, log = apply(repo, work, diff, "agent.diff")
         if not ok:
             answer["apply_failed"] = {"which": "diff", "log": log}
             return False
