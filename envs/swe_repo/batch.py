@@ -20,7 +20,14 @@ from pathlib import Path
 
 import yaml
 
-from sandgym.envs.swe_repo.factory import FactoryError, FactoryStats, make_swe, parse_package, write_task_set
+from sandgym.envs.swe_repo.factory import (
+    FACTORY_VERSION,
+    FactoryError,
+    FactoryStats,
+    make_swe,
+    parse_package,
+    write_task_set,
+)
 from sandgym.runtimes.base import SandboxError
 from sandgym.specs import TaskSpecError
 from sandgym.specs.base import dump_yaml
@@ -79,12 +86,15 @@ def make_many(
     state: Path | None = None,
     log: Callable[[str], None] = print,
     progress: Callable[[str, str, int, int], None] | None = None,
+    factory_version: int = FACTORY_VERSION,
 ) -> list[PackageResult]:
     """Run `make_swe` on every package (`jobs` sandboxes at once, spread over
     packages) and write each one's tasks into the set at `out` as it ends."""
     for p in packages:
         parse_package(p)  # a typo fails before anything runs
     state = Path(state) if state else state_dir_for(out)
+    if factory_version >= 3:  # version 2's journals lie at the top, as before versions had folders
+        state = state / f"v{factory_version}"
     parallel = max(1, min(jobs, len(packages)))
     per_package = max(1, jobs // parallel)
     write_lock = threading.Lock()
@@ -105,6 +115,7 @@ def make_many(
                 levels=levels,
                 combined_share=combined_share,
                 journal=journal,
+                factory_version=factory_version,
             )
         except (FactoryError, RepoError, TaskSpecError, OSError, SandboxError) as e:
             result = PackageResult(package, 0, None, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")

@@ -88,6 +88,7 @@ class Settings:
     seed: int = 0
     validate_runs: int = 2
     min_held_out: int = 1
+    factory_version: int = 3  # 3: blind solvers run, whole-suite visible tests (factory.py)
 
 
 def evaluate(

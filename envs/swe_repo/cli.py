@@ -108,6 +108,12 @@ def make_swe_cmd(
         None, "--state", help="Folder of the per-package journals (default: in the cache, keyed by --out)."
     ),
     runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs and validation."),
+    factory_version: int = typer.Option(
+        3,
+        "--factory-version",
+        help="3 (default): mutants without tells, blind solvers, three validation runs; "
+        "2: the mutants of the older sets (pypi-v2, pypi-v3), to make them again.",
+    ),
 ):
     """Make SWE tasks from PyPI packages by injecting bugs (AST mutations), each validated by the verifier.
     Resumable: run the same command again after a kill and it goes on where it stopped."""
@@ -145,6 +151,7 @@ def make_swe_cmd(
                 state=state,
                 log=lambda m: progress.console.print(shown(m), highlight=False),
                 progress=on_progress,
+                factory_version=factory_version,
             )
     finally:
         rt.close()

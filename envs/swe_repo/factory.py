@@ -59,7 +59,11 @@ from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
 from sandgym.specs.swe_repo import RepoSource, SWETaskPair, TestEnvironment
 from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_sdist, pristine_tree, test_venv
 
-FACTORY_VERSION = 2  # 2: hidden failing tests, held-out tests, issue levels, combined bugs
+# 2: hidden failing tests, held-out tests, issue levels, combined bugs;
+# 3: mutants without tells (mutation style 3), blind solvers, whole-suite
+# visible tests for symptom/minimal texts, three validation runs.
+FACTORY_VERSION = 3
+FACTORY_VERSIONS = (2, 3)
 PIN_PYTEST = "pytest==8.3.4"  # the verifier's base requirement; resolved pins must agree with it
 # What that pytest imports before any test: a package of these names is
 # shadowed by pytest's own copy in the venv, so no mutant of it can fail a test.
@@ -198,7 +202,15 @@ def pin_requirements(requirements: list[str]) -> list[str]:
 # -- the factory ---------------------------------------------------------------------
 
 
-def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Package:
+def prepare(
+    name: str,
+    version: str,
+    work: Path,
+    runtime,
+    stats: FactoryStats,
+    log: Callable[[str], None],
+    factory_version: int = FACTORY_VERSION,
+) -> Package:
     from sandgym.verifiers.swe_repo.sandbox import run_tests
 
     if normalize_name(name) in PYTEST_IMPORTS:
@@ -249,7 +261,7 @@ def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, l
         repo,
         usable,
         suite_s,
-        f"sandgym.swe_factory/{FACTORY_VERSION}",
+        f"sandgym.swe_factory/{factory_version}",
         frozenset(first.collect_errors) | frozenset(second.collect_errors),
     )
 
@@ -290,15 +302,25 @@ def make_swe(
     combined_share: float = 0.0,
     journal: Path | None = None,
     min_held_out: int = 1,
+    factory_version: int = FACTORY_VERSION,
 ) -> tuple[list[SWETaskPair], FactoryStats]:
     """Validated tasks from one PyPI release: at most `max_tasks`, one
     single-bug task per function, and about `combined_share` of them with two
     or three bugs in different functions (each failing tests alone). With
     `journal`, evaluated candidates are recorded there and skipped when the
-    run is started again."""
+    run is started again. `factory_version` 2 makes the tasks of the older
+    sets again (mutation style 2, no blind solvers, two validation runs)."""
     name, version = parse_package(package)
     stats = FactoryStats(package=f"{name}=={version}")
-    cfg = Settings(levels=levels or {"located": 1.0}, seed=seed, min_held_out=min_held_out)
+    if factory_version not in FACTORY_VERSIONS:
+        raise FactoryError(f"--factory-version {factory_version}: expected one of {FACTORY_VERSIONS}")
+    cfg = Settings(
+        levels=levels or {"located": 1.0},
+        seed=seed,
+        min_held_out=min_held_out,
+        validate_runs=3 if factory_version >= 3 else 2,
+        factory_version=factory_version,
+    )
     book = Journal(journal) if journal else None
     if book and book.done and book.done.get("max_tasks", 0) >= max_tasks:
         old = book.done.get("stats", {})
@@ -309,10 +331,10 @@ def make_swe(
     with tempfile.TemporaryDirectory(prefix="sandgym-factory-") as tmp:
         work = Path(tmp)
         progress("preparing", 0, max_tasks)
-        pkg = prepare(name, version, work, runtime, stats, log)
+        pkg = prepare(name, version, work, runtime, stats, log, factory_version)
         mutations = []
         for rel in source_files(pkg.tree, pkg.environment.import_root):
-            mutations += find_mutations((pkg.tree / rel).read_text(encoding="utf-8"), rel)
+            mutations += find_mutations((pkg.tree / rel).read_text(encoding="utf-8"), rel, style=factory_version)
         ordered = order_candidates(mutations, seed)
         stats.candidates = len(ordered)
         if not ordered:

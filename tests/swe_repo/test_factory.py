@@ -84,7 +84,7 @@ def test_every_operator_fires_and_each_mutant_differs_only_on_its_line():
 
 def test_operators_do_what_they_say():
     by_op: dict[str, list[str]] = {}
-    for m in find_mutations(SAMPLE, "pkg/mod.py"):
+    for m in find_mutations(SAMPLE, "pkg/mod.py", style=2):
         by_op.setdefault(m.operator, []).append(m.apply(SAMPLE).splitlines()[m.lineno - 1].strip())
     assert "if v >= low or v > high:" in by_op["flip_comparison"]
     assert "if v < low and v > high:" in by_op["swap_boolean_operator"]
