@@ -138,9 +138,27 @@ def evaluate(
         empty = verify(task, "", runtime)
         if empty.status != "NO":
             return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}", failing=f2p)
+    if cfg.factory_version >= 3:
+        # The worker's tree is pristine again: the start state is it with the mutants in.
+        blind = blind_check(task, worker.tree, pkg.environment.import_root, texts, runtime, f2p)
+        if blind is not None:
+            return blind
     # No task ships with its answer or hidden tests within the agent's reach.
     found = audit_task(task, runtime)
     if found:
         where = "; ".join(f"{f.kind} {f.file} at {f.where}" for f in found[:3])
         return Outcome("reachable", detail=f"within the agent's reach: {where}", failing=f2p)
     return Outcome("kept", task, failing=f2p, diff_key=key)
+
+
+def blind_check(
+    task: SWETaskPair, pristine: Path, import_root: str, mutated: dict[str, str], runtime, f2p: list[str]
+) -> Outcome | None:
+    """Outcome "blind" when a blind solver (blind.py) fixes the candidate whose
+    start state is the `pristine` tree with the `mutated` files in, else None."""
+    from sandgym.envs.swe_repo.blind import blind_solver, tree_sources
+
+    solved = blind_solver(task, tree_sources(pristine, import_root, mutated), runtime)
+    if solved is None:
+        return None
+    return Outcome("blind", detail=f"solved by the blind solver {solved.solver}", failing=f2p)

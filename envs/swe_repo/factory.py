@@ -85,6 +85,7 @@ WASTE = (
     "duplicate",
     "invalid",
     "reachable",
+    "blind",  # a blind solver (blind.py) fixes it without reading the issue
 )
 
 
@@ -410,7 +411,7 @@ class _Run:
             stats.wasted(out.kind)
             if out.kind == "broke_import":
                 self.broke |= cand.functions
-            if out.kind in ("invalid", "reachable"):
+            if out.kind in ("invalid", "reachable", "blind"):
                 self.log(f"dropped {cand.task_id}: {out.detail}")
         if not combined and out.failing and out.kind not in NOT_COMBINED:
             self.failing[cand.key] = (cand.mutations[0], set(out.failing))
