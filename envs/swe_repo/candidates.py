@@ -124,10 +124,27 @@ def evaluate(
     if any(not (fails & set(f2p)) for fails in alone):
         return Outcome("invalid", detail="one bug of the combination fails no test with the others in")
     level = choose_level(cfg.levels, cand.task_id, cfg.seed)
+
+    def check(r) -> bool:  # the worker's tree is pristine again here
+        from sandgym.envs.swe_repo.repro_check import tells_apart
+
+        return tells_apart(r, worker.tree, texts, pkg.environment, runtime, timeout)[0]
+
     timeout_s = float(min(600, max(60, int(10 * pkg.suite_s))))
     try:
         task, key = assemble(
-            pkg, cand.task_id, cand.mutations, f2p, alone, run.details, level, repo_lock, timeout_s, cfg.min_held_out
+            pkg,
+            cand.task_id,
+            cand.mutations,
+            f2p,
+            alone,
+            run.details,
+            level,
+            repo_lock,
+            timeout_s,
+            cfg.min_held_out,
+            check=check if cfg.factory_version >= 3 else None,
+            whole_suite_visible=cfg.factory_version >= 3,
         )
     except Dropped as e:
         return Outcome(e.kind, detail=e.detail, failing=f2p)

@@ -285,6 +285,12 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
         assert d.names_location == (d.issue_level == "located")
         for line in changed_lines(h.patch):
             assert line not in v.problem_statement
+        assert v.source == "sandgym.swe_factory/3"
+        # A symptom or minimal task lists the whole suite: no hint where the failing tests are.
+        want = (
+            ["test_inflection.py"] if d.issue_level != "located" else sorted({x.split("::")[0] for x in h.FAIL_TO_PASS})
+        )
+        assert v.visible_tests == want, (t.id, d.issue_level, v.visible_tests)
         if d.issue_level != "located":
             hidden_names = sorted(
                 {target_of(x).name for x in h.FAIL_TO_PASS} | {x.split("::")[0] for x in h.FAIL_TO_PASS}
@@ -310,10 +316,11 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     # Task specs hold references and patches, not the package's source.
     assert sum(f.stat().st_size for f in out.rglob("*.yaml")) < 200_000
     # Run again: the journal says the package is done; nothing is evaluated again.
-    journals = {p: p.read_text() for p in state.glob("*.jsonl")}
+    journals = {p: p.read_text() for p in state.glob("**/*.jsonl")}
+    assert journals
     again = _make_swe(out, state, *args)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert {p: p.read_text() for p in state.glob("*.jsonl")} == journals
+    assert {p: p.read_text() for p in state.glob("**/*.jsonl")} == journals
     assert TaskSet.load(out).hash == ts.hash
 
 
@@ -328,7 +335,7 @@ def test_make_swe_resumes_after_a_kill(tmp_path):
     cmd = [sys.executable, "-m", "sandgym.cli", "tasks", "make-swe", "--package", "inflection==0.5.1"]
     cmd += ["--out", str(out), "--state", str(state), "--max", "3", "-j", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    journal = state / "inflection-0.5.1.jsonl"
+    journal = state / "v3" / "inflection-0.5.1.jsonl"  # factory version 3 journals apart
     try:
         deadline = time.monotonic() + 900
         while not (journal.exists() and journal.read_text().count("\n") >= 1) and proc.poll() is None:
