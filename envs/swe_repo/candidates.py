@@ -56,6 +56,8 @@ class Outcome:
     detail: str = ""
     failing: list[str] = field(default_factory=list)  # usable tests the mutant fails
     diff_key: str = ""
+    gold_runs: int = 0  # validation runs of the gold patch, and how many scored FULL
+    gold_full: int = 0
 
 
 @dataclass
@@ -148,24 +150,45 @@ def evaluate(
         )
     except Dropped as e:
         return Outcome(e.kind, detail=e.detail, failing=f2p)
+    gold_runs = 0
     for _ in range(cfg.validate_runs):
         good = verify(task, task.hidden.patch, runtime)
+        gold_runs += 1
         if good.status != "FULL":
-            return Outcome("invalid", detail=f"gold patch: {good.status} {good.detail[:200]}", failing=f2p)
+            return Outcome(
+                "invalid",
+                detail=f"gold patch: {good.status} {good.detail[:200]}",
+                failing=f2p,
+                gold_runs=gold_runs,
+                gold_full=gold_runs - 1,
+            )
         empty = verify(task, "", runtime)
         if empty.status != "NO":
-            return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}", failing=f2p)
+            return Outcome(
+                "invalid",
+                detail=f"empty diff: {empty.status} {empty.detail[:200]}",
+                failing=f2p,
+                gold_runs=gold_runs,
+                gold_full=gold_runs,
+            )
     if cfg.factory_version >= 3:
         # The worker's tree is pristine again: the start state is it with the mutants in.
         blind = blind_check(task, worker.tree, pkg.environment.import_root, texts, runtime, f2p)
         if blind is not None:
+            blind.gold_runs, blind.gold_full = gold_runs, gold_runs
             return blind
     # No task ships with its answer or hidden tests within the agent's reach.
     found = audit_task(task, runtime)
     if found:
         where = "; ".join(f"{f.kind} {f.file} at {f.where}" for f in found[:3])
-        return Outcome("reachable", detail=f"within the agent's reach: {where}", failing=f2p)
-    return Outcome("kept", task, failing=f2p, diff_key=key)
+        return Outcome(
+            "reachable",
+            detail=f"within the agent's reach: {where}",
+            failing=f2p,
+            gold_runs=gold_runs,
+            gold_full=gold_runs,
+        )
+    return Outcome("kept", task, failing=f2p, diff_key=key, gold_runs=gold_runs, gold_full=gold_runs)
 
 
 def blind_check(

@@ -122,7 +122,7 @@ def make_swe_cmd(
 
     from sandgym.runtimes import get_runtime
 
-    from .batch import make_many, parse_levels, read_packages
+    from .batch import factory_report, make_many, parse_levels, read_packages
     from .factory import FactoryError
 
     wanted = list(package) + (read_packages(packages) if packages else [])
@@ -158,6 +158,9 @@ def make_swe_cmd(
     made = sum(r.tasks for r in results)
     for r in results:
         Console().print(shown(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}"), highlight=False)
+    Console().print("factory report:", highlight=False)
+    for line in factory_report(results):
+        Console().print("  " + shown(line), highlight=False)
     if not made:
         raise FactoryError("no task survived validation")
     Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {shown(out)}")

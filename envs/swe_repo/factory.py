@@ -74,6 +74,11 @@ class FactoryError(SandgymError, RuntimeError):
     """The factory cannot proceed; the message says what to change."""
 
 
+class EnvBuildError(FactoryError):
+    """The package's test environment could not be built or its suite did not
+    run: counted apart in the factory report (environment build success)."""
+
+
 WASTE = (
     "survived",
     "broke_import",
@@ -106,6 +111,8 @@ class FactoryStats:
     waste: dict[str, int] = field(default_factory=dict)
     by_operator: dict[str, int] = field(default_factory=dict)
     by_level: dict[str, int] = field(default_factory=dict)
+    gold_runs: int = 0  # validation runs of gold patches (every candidate that reached validation)
+    gold_full: int = 0  # of them, FULL
     seconds: float = 0.0  # wall time spent, over every (resumed) run
     started: float = field(default_factory=time.monotonic)
     running: bool = True
@@ -126,6 +133,22 @@ class FactoryStats:
     def per_minute(self) -> float:
         return self.validated / self.minutes if self.minutes else 0.0
 
+    @property
+    def gold_pass_rate(self) -> float | None:
+        """Share of gold-patch validation runs that scored FULL (None: none ran)."""
+        return self.gold_full / self.gold_runs if self.gold_runs else None
+
+    def level_shares(self) -> dict[str, float]:
+        n = sum(self.by_level.values())
+        return {k: round(v / n, 3) for k, v in sorted(self.by_level.items())} if n else {}
+
+    def report(self) -> str:
+        """The figures the field publishes for one package."""
+        rate = self.gold_pass_rate
+        gold = f"{rate:.1%} of {self.gold_runs} runs" if rate is not None else "no run"
+        levels = ", ".join(f"{k} {v:.0%}" for k, v in self.level_shares().items()) or "no task"
+        return f"{self.package}: environment built; gold FULL {gold}; levels {levels}"
+
     def line(self) -> str:
         waste = ", ".join(f"{self.waste[k]} {k}" for k in WASTE if self.waste.get(k))
         return (
@@ -139,6 +162,10 @@ class FactoryStats:
         out = {k: v for k, v in asdict(self).items() if k not in ("started", "running")}
         out["seconds"] = round(self.minutes * 60, 1)
         out["suite_s"] = round(self.suite_s, 2)
+        rate = self.gold_pass_rate
+        out["gold_pass_rate"] = round(rate, 4) if rate is not None else None
+        out["level_share"] = self.level_shares()
+        out["env_built"] = True
         return out
 
 
@@ -203,6 +230,14 @@ def pin_requirements(requirements: list[str]) -> list[str]:
 # -- the factory ---------------------------------------------------------------------
 
 
+def refuse_shadowed(name: str, version: str) -> None:
+    if normalize_name(name) in PYTEST_IMPORTS:
+        raise FactoryError(
+            f"{name}=={version}: pytest imports its own copy of {name} before the tests run, "
+            "so the tests never see a mutant; pick a package pytest does not depend on"
+        )
+
+
 def prepare(
     name: str,
     version: str,
@@ -214,11 +249,7 @@ def prepare(
 ) -> Package:
     from sandgym.verifiers.swe_repo.sandbox import run_tests
 
-    if normalize_name(name) in PYTEST_IMPORTS:
-        raise FactoryError(
-            f"{name}=={version}: pytest imports its own copy of {name} before the tests run, "
-            "so the tests never see a mutant; pick a package pytest does not depend on"
-        )
+    refuse_shadowed(name, version)
     url, sha = find_sdist(name, version)
     source = RepoSource(kind="pypi", name=name, version=version, sdist_url=url, sdist_sha256=sha)
     tree = pristine_tree(source, work / "pristine")
@@ -332,7 +363,13 @@ def make_swe(
     with tempfile.TemporaryDirectory(prefix="sandgym-factory-") as tmp:
         work = Path(tmp)
         progress("preparing", 0, max_tasks)
-        pkg = prepare(name, version, work, runtime, stats, log, factory_version)
+        refuse_shadowed(name, version)  # not an environment that failed to build
+        try:
+            pkg = prepare(name, version, work, runtime, stats, log, factory_version)
+        except EnvBuildError:
+            raise
+        except (FactoryError, RepoError, OSError, SandboxError) as e:
+            raise EnvBuildError(str(e)) from e
         mutations = []
         for rel in source_files(pkg.tree, pkg.environment.import_root):
             mutations += find_mutations((pkg.tree / rel).read_text(encoding="utf-8"), rel, style=factory_version)
@@ -378,6 +415,8 @@ class _Run:
         stats = self.stats
         stats.tried += 1
         stats.seconds = max(stats.seconds, float(r.get("elapsed_s", 0.0)))
+        stats.gold_runs += int(r.get("gold_runs", 0))
+        stats.gold_full += int(r.get("gold_full", 0))
         if r.get("outcome") == "kept":
             stats.validated += 1
             stats.combined += bool(r.get("combined"))
@@ -391,9 +430,11 @@ class _Run:
     def _record(self, cand: Candidate, out: Outcome) -> None:
         stats = self.stats
         stats.tried += 1
+        stats.gold_runs += out.gold_runs
+        stats.gold_full += out.gold_full
         combined = len(cand.mutations) > 1
         if out.kind == "kept" and out.diff_key in self.diff_keys:
-            out = Outcome("duplicate", failing=out.failing)
+            out = Outcome("duplicate", failing=out.failing, gold_runs=out.gold_runs, gold_full=out.gold_full)
         if out.kind == "kept":
             assert out.task is not None
             self.kept.append(out.task)
@@ -428,6 +469,8 @@ class _Run:
                 "operators": [m.operator for m in cand.mutations],
                 "level": out.task.visible.difficulty.issue_level if out.kind == "kept" else "",  # type: ignore[union-attr]
                 "elapsed_s": round(stats.minutes * 60, 1),
+                "gold_runs": out.gold_runs,
+                "gold_full": out.gold_full,
             }
             if out.task is not None and out.kind == "kept":
                 rec["task"] = {

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -270,6 +271,11 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     ts = TaskSet.load(out)
     assert ts.meta.family == "swe_repo" and len(ts) == 3
+    # The factory report: environment built, gold reruns (three per kept task), level shares.
+    assert "factory report:" in r.stdout and "environments built 1 of 1 (100%)" in r.stdout, r.stdout[-2000:]
+    run = yaml.safe_load((out / "runs.yaml").read_text())["packages"]["inflection==0.5.1"]
+    assert run["env_built"] is True and run["gold_runs"] >= 9 and run["gold_pass_rate"] is not None
+    assert abs(sum(run["level_share"].values()) - 1) < 0.01
     assert len({t.visible.base_patch for t in swe_tasks(ts)}) == 3  # no two tasks with the same diff
     combined = [t for t in swe_tasks(ts) if "combined" in t.visible.tags]
     first = combined[0].visible.difficulty
