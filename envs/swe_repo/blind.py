@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandgym.envs.swe_repo.mutations import Edit, _Positions
+from sandgym.envs.swe_repo.mutations import Edit, Positions
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def unwrap_not(source: str) -> str:
     tree = _parse(source)
     if tree is None:
         return source
-    pos = _Positions(source)
+    pos = Positions(source)
     edits = []
     for node in ast.walk(tree):
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
@@ -74,7 +74,7 @@ def zero_term_to_one(source: str) -> str:
     tree = _parse(source)
     if tree is None:
         return source
-    pos = _Positions(source)
+    pos = Positions(source)
     edits = []
     for node in ast.walk(tree):
         zero = None
@@ -95,7 +95,7 @@ def drop_parenthesized_shift(source: str) -> str:
     tree = _parse(source)
     if tree is None:
         return source
-    pos = _Positions(source)
+    pos = Positions(source)
     edits = []
     for node in ast.walk(tree):
         if (

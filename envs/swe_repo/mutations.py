@@ -166,7 +166,7 @@ def _end(node: _Node) -> tuple[int, int]:
     return node.end_lineno, node.end_col_offset
 
 
-class _Positions:
+class Positions:
     """AST positions (1-based lines, UTF-8 byte columns) -> character offsets."""
 
     def __init__(self, source: str):
@@ -232,7 +232,7 @@ def _zero_terms(tree: ast.Module) -> set[int]:
 
 class _Finder(ast.NodeVisitor):
     def __init__(self, source: str, path: str, style: int = LATEST_STYLE, tree: ast.Module | None = None):
-        self.pos = _Positions(source)
+        self.pos = Positions(source)
         self.path = path
         self.style = style
         self.sole = _sole_statements(tree) if tree is not None and style >= 3 else set()
