@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden
 # Long parametrized tables make long test lists: each list keeps a seeded
 # sample of at most this many ids (the shown tests always), so specs stay small.
 LIST_CAP = 40
+# Reproductions run (buggy and fixed) per bug before the text falls back to `located`.
+MAX_CHECKS = 3
 
 
 class Dropped(Exception):
@@ -120,6 +123,16 @@ def _sample(rng: random.Random, items: list[str], k: int) -> list[str]:
     return list(items) if len(items) <= k else rng.sample(items, max(0, k))
 
 
+def suite_roots(tests: list[str]) -> list[str]:
+    """The whole test suite as few paths as pytest takes: each test file's
+    top folder (`tests`), or the file itself when it lies at the top."""
+    roots = set()
+    for t in tests:
+        parts = t.split("::")[0].split("/")
+        roots.add(parts[0])
+    return sorted(roots)
+
+
 def choose_level(levels: dict[str, float], task_id: str, seed: int) -> IssueLevel:
     """The task's issue-text level: one level, or a seeded draw by weight."""
     names = sorted(levels)
@@ -130,10 +143,16 @@ def choose_level(levels: dict[str, float], task_id: str, seed: int) -> IssueLeve
 
 
 def _shown_tests(
-    mutations: list[Mutation], f2p: list[str], alone: list[set[str]], details: dict[str, str], sources: dict[str, str]
+    mutations: list[Mutation],
+    f2p: list[str],
+    alone: list[set[str]],
+    details: dict[str, str],
+    sources: dict[str, str],
+    check: Callable[[Repro], bool] | None = None,
 ) -> tuple[list[str], list[Repro | None]]:
     """One failing test per mutation (one that fails with that mutation alone),
-    preferring a test that gives a standalone reproduction."""
+    preferring a test that gives a standalone reproduction; with `check`,
+    only a reproduction it accepts (at most MAX_CHECKS tried per bug)."""
     shown: list[str] = []
     repros: list[Repro | None] = []
     for fails in alone:
@@ -141,9 +160,16 @@ def _shown_tests(
         if not options:
             raise Dropped("invalid", "a mutation fails no test of the combination")
         best, best_repro = options[0], None
+        checks = 0
         for t in options[:60]:
             r = reproduction(t, details.get(t, ""), sources[t.split("::")[0]])
             if r is not None and (best_repro is None or (r.args and not best_repro.args)):
+                if check is not None:
+                    if checks >= MAX_CHECKS:
+                        break
+                    checks += 1
+                    if not check(r):
+                        continue
                 best, best_repro = t, r  # one whose input is literals first: it can make a minimal text
                 if r.args:
                     break
@@ -225,8 +251,14 @@ def assemble(
     repo_lock: threading.Lock,
     timeout_s: float,
     min_held_out: int = 1,
+    check: Callable[[Repro], bool] | None = None,
+    whole_suite_visible: bool = False,
 ) -> tuple[SWETaskPair, str]:
-    """(the task, its diff key). Raises Dropped."""
+    """(the task, its diff key). Raises Dropped. With `check`, a reproduction
+    is shown only if it accepts it (factory version 3: it tells the buggy
+    library from the fixed one); with `whole_suite_visible`, a symptom or
+    minimal task's visible tests are the whole suite, not the files its
+    failing tests came from (which would say where to look)."""
     # 1. hide every failing test's definition (whole parametrized functions;
     # an inherited test method in the base class that defines it).
     with repo_lock:  # another thread may have a file of the pristine tree changed for a diff
@@ -272,7 +304,7 @@ def assemble(
     test_patch = "".join(backward[p] for p in test_paths)
     key = diff_key("".join(forward[p] for p in src_paths))
     # 3. the issue text, from one shown test per mutation; the rest held out.
-    shown, repros = _shown_tests(mutations, f2p, alone, details, pristine)
+    shown, repros = _shown_tests(mutations, f2p, alone, details, pristine, check)
     listed = sorted(shown + _sample(rng, [t for t in f2p if t not in shown], LIST_CAP - len(shown)))
     held_out = [t for t in listed if t not in shown]
     if len(held_out) < min_held_out:
@@ -311,7 +343,7 @@ def assemble(
             repo=pkg.source,
             environment=pkg.environment,
             base_patch=base_patch,
-            visible_tests=test_files,
+            visible_tests=suite_roots(pkg.usable) if whole_suite_visible and level != "located" else test_files,
             timeout_s=timeout_s,
             source=pkg.factory_source,
             tags=["mutation", *ops, pkg.name, f"issue:{level}", *(["combined"] if len(mutations) > 1 else [])],

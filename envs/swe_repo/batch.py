@@ -20,7 +20,15 @@ from pathlib import Path
 
 import yaml
 
-from sandgym.envs.swe_repo.factory import FactoryError, FactoryStats, make_swe, parse_package, write_task_set
+from sandgym.envs.swe_repo.factory import (
+    FACTORY_VERSION,
+    EnvBuildError,
+    FactoryError,
+    FactoryStats,
+    make_swe,
+    parse_package,
+    write_task_set,
+)
 from sandgym.runtimes.base import SandboxError
 from sandgym.specs import TaskSpecError
 from sandgym.specs.base import dump_yaml
@@ -35,6 +43,7 @@ class PackageResult:
     tasks: int
     stats: FactoryStats | None
     error: str = ""
+    env_built: bool = True  # False: its test environment or suite failed (EnvBuildError)
 
 
 def state_dir_for(out: Path) -> Path:
@@ -79,12 +88,15 @@ def make_many(
     state: Path | None = None,
     log: Callable[[str], None] = print,
     progress: Callable[[str, str, int, int], None] | None = None,
+    factory_version: int = FACTORY_VERSION,
 ) -> list[PackageResult]:
     """Run `make_swe` on every package (`jobs` sandboxes at once, spread over
     packages) and write each one's tasks into the set at `out` as it ends."""
     for p in packages:
         parse_package(p)  # a typo fails before anything runs
     state = Path(state) if state else state_dir_for(out)
+    if factory_version >= 3:  # version 2's journals lie at the top, as before versions had folders
+        state = state / f"v{factory_version}"
     parallel = max(1, min(jobs, len(packages)))
     per_package = max(1, jobs // parallel)
     write_lock = threading.Lock()
@@ -105,9 +117,11 @@ def make_many(
                 levels=levels,
                 combined_share=combined_share,
                 journal=journal,
+                factory_version=factory_version,
             )
         except (FactoryError, RepoError, TaskSpecError, OSError, SandboxError) as e:
-            result = PackageResult(package, 0, None, str(e).strip().splitlines()[0][:300] if str(e).strip() else "")
+            first_line = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            result = PackageResult(package, 0, None, first_line, env_built=not isinstance(e, EnvBuildError))
         else:
             result = PackageResult(package, len(tasks), stats)
             if tasks:
@@ -131,6 +145,35 @@ def record_run(out: Path, result: PackageResult) -> None:
     if result.stats is not None:
         runs[result.package] = {"tasks": result.tasks, **result.stats.record()}
     else:
-        runs[result.package] = {"tasks": 0, "left_out": result.error}
+        runs[result.package] = {"tasks": 0, "left_out": result.error, "env_built": result.env_built}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dump_yaml({"packages": dict(sorted(runs.items()))}))
+
+
+def factory_report(results: list[PackageResult]) -> list[str]:
+    """Per package and over all of them: environment build success, gold
+    pass rate over validation reruns, share of tasks per issue level."""
+    lines = []
+    gold_runs = gold_full = 0
+    levels: dict[str, int] = {}
+    for r in results:
+        if r.stats is None:
+            why = "environment not built" if not r.env_built else "left out"
+            lines.append(f"{r.package}: {why}: {r.error}")
+            continue
+        lines.append(r.stats.report())
+        gold_runs += r.stats.gold_runs
+        gold_full += r.stats.gold_full
+        for k, v in r.stats.by_level.items():
+            levels[k] = levels.get(k, 0) + v
+    built = sum(r.env_built for r in results)
+    gold = f"{gold_full / gold_runs:.1%} of {gold_runs} runs" if gold_runs else "no run"
+    n = sum(levels.values())
+    shares = ", ".join(f"{k} {v / n:.0%}" for k, v in sorted(levels.items())) if n else "no task"
+    lines.append(
+        f"all: environments built {built} of {len(results)} ({built / len(results):.0%}); "
+        f"gold FULL {gold}; levels {shares}"
+        if results
+        else "all: no package"
+    )
+    return lines

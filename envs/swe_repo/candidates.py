@@ -56,6 +56,8 @@ class Outcome:
     detail: str = ""
     failing: list[str] = field(default_factory=list)  # usable tests the mutant fails
     diff_key: str = ""
+    gold_runs: int = 0  # validation runs of the gold patch, and how many scored FULL
+    gold_full: int = 0
 
 
 @dataclass
@@ -88,6 +90,7 @@ class Settings:
     seed: int = 0
     validate_runs: int = 2
     min_held_out: int = 1
+    factory_version: int = 3  # 3: blind solvers run, whole-suite visible tests (factory.py)
 
 
 def evaluate(
@@ -123,23 +126,79 @@ def evaluate(
     if any(not (fails & set(f2p)) for fails in alone):
         return Outcome("invalid", detail="one bug of the combination fails no test with the others in")
     level = choose_level(cfg.levels, cand.task_id, cfg.seed)
+
+    def check(r) -> bool:  # the worker's tree is pristine again here
+        from sandgym.envs.swe_repo.repro_check import tells_apart
+
+        return tells_apart(r, worker.tree, texts, pkg.environment, runtime, timeout)[0]
+
     timeout_s = float(min(600, max(60, int(10 * pkg.suite_s))))
     try:
         task, key = assemble(
-            pkg, cand.task_id, cand.mutations, f2p, alone, run.details, level, repo_lock, timeout_s, cfg.min_held_out
+            pkg,
+            cand.task_id,
+            cand.mutations,
+            f2p,
+            alone,
+            run.details,
+            level,
+            repo_lock,
+            timeout_s,
+            cfg.min_held_out,
+            check=check if cfg.factory_version >= 3 else None,
+            whole_suite_visible=cfg.factory_version >= 3,
         )
     except Dropped as e:
         return Outcome(e.kind, detail=e.detail, failing=f2p)
+    gold_runs = 0
     for _ in range(cfg.validate_runs):
         good = verify(task, task.hidden.patch, runtime)
+        gold_runs += 1
         if good.status != "FULL":
-            return Outcome("invalid", detail=f"gold patch: {good.status} {good.detail[:200]}", failing=f2p)
+            return Outcome(
+                "invalid",
+                detail=f"gold patch: {good.status} {good.detail[:200]}",
+                failing=f2p,
+                gold_runs=gold_runs,
+                gold_full=gold_runs - 1,
+            )
         empty = verify(task, "", runtime)
         if empty.status != "NO":
-            return Outcome("invalid", detail=f"empty diff: {empty.status} {empty.detail[:200]}", failing=f2p)
+            return Outcome(
+                "invalid",
+                detail=f"empty diff: {empty.status} {empty.detail[:200]}",
+                failing=f2p,
+                gold_runs=gold_runs,
+                gold_full=gold_runs,
+            )
+    if cfg.factory_version >= 3:
+        # The worker's tree is pristine again: the start state is it with the mutants in.
+        blind = blind_check(task, worker.tree, pkg.environment.import_root, texts, runtime, f2p)
+        if blind is not None:
+            blind.gold_runs, blind.gold_full = gold_runs, gold_runs
+            return blind
     # No task ships with its answer or hidden tests within the agent's reach.
     found = audit_task(task, runtime)
     if found:
         where = "; ".join(f"{f.kind} {f.file} at {f.where}" for f in found[:3])
-        return Outcome("reachable", detail=f"within the agent's reach: {where}", failing=f2p)
-    return Outcome("kept", task, failing=f2p, diff_key=key)
+        return Outcome(
+            "reachable",
+            detail=f"within the agent's reach: {where}",
+            failing=f2p,
+            gold_runs=gold_runs,
+            gold_full=gold_runs,
+        )
+    return Outcome("kept", task, failing=f2p, diff_key=key, gold_runs=gold_runs, gold_full=gold_runs)
+
+
+def blind_check(
+    task: SWETaskPair, pristine: Path, import_root: str, mutated: dict[str, str], runtime, f2p: list[str]
+) -> Outcome | None:
+    """Outcome "blind" when a blind solver (blind.py) fixes the candidate whose
+    start state is the `pristine` tree with the `mutated` files in, else None."""
+    from sandgym.envs.swe_repo.blind import blind_solver, tree_sources
+
+    solved = blind_solver(task, tree_sources(pristine, import_root, mutated), runtime)
+    if solved is None:
+        return None
+    return Outcome("blind", detail=f"solved by the blind solver {solved.solver}", failing=f2p)

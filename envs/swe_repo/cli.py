@@ -108,6 +108,12 @@ def make_swe_cmd(
         None, "--state", help="Folder of the per-package journals (default: in the cache, keyed by --out)."
     ),
     runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs and validation."),
+    factory_version: int = typer.Option(
+        3,
+        "--factory-version",
+        help="3 (default): mutants without tells, blind solvers, three validation runs; "
+        "2: the mutants of the older sets (pypi-v2, pypi-v3), to make them again.",
+    ),
 ):
     """Make SWE tasks from PyPI packages by injecting bugs (AST mutations), each validated by the verifier.
     Resumable: run the same command again after a kill and it goes on where it stopped."""
@@ -116,7 +122,7 @@ def make_swe_cmd(
 
     from sandgym.runtimes import get_runtime
 
-    from .batch import make_many, parse_levels, read_packages
+    from .batch import factory_report, make_many, parse_levels, read_packages
     from .factory import FactoryError
 
     wanted = list(package) + (read_packages(packages) if packages else [])
@@ -145,12 +151,16 @@ def make_swe_cmd(
                 state=state,
                 log=lambda m: progress.console.print(shown(m), highlight=False),
                 progress=on_progress,
+                factory_version=factory_version,
             )
     finally:
         rt.close()
     made = sum(r.tasks for r in results)
     for r in results:
         Console().print(shown(r.stats.line() if r.stats else f"{r.package}: left out: {r.error}"), highlight=False)
+    Console().print("factory report:", highlight=False)
+    for line in factory_report(results):
+        Console().print("  " + shown(line), highlight=False)
     if not made:
         raise FactoryError("no task survived validation")
     Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {shown(out)}")

@@ -64,7 +64,11 @@ from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
 from sandgym.specs.swe_repo import RepoSource, SWETaskPair, TestEnvironment
 from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_sdist, pristine_tree, test_venv
 
-FACTORY_VERSION = 2  # 2: hidden failing tests, held-out tests, issue levels, combined bugs
+# 2: hidden failing tests, held-out tests, issue levels, combined bugs;
+# 3: mutants without tells (mutation style 3), blind solvers, whole-suite
+# visible tests for symptom/minimal texts, three validation runs.
+FACTORY_VERSION = 3
+FACTORY_VERSIONS = (2, 3)
 PIN_PYTEST = "pytest==8.3.4"  # the verifier's base requirement; resolved pins must agree with it
 # What that pytest imports before any test: a package of these names is
 # shadowed by pytest's own copy in the venv, so no mutant of it can fail a test.
@@ -73,6 +77,11 @@ PYTEST_IMPORTS = {"pytest", "iniconfig", "packaging", "pluggy", "exceptiongroup"
 
 class FactoryError(SandgymError, RuntimeError):
     """The factory cannot proceed; the message says what to change."""
+
+
+class EnvBuildError(FactoryError):
+    """The package's test environment could not be built or its suite did not
+    run: counted apart in the factory report (environment build success)."""
 
 
 WASTE = (
@@ -86,6 +95,7 @@ WASTE = (
     "duplicate",
     "invalid",
     "reachable",
+    "blind",  # a blind solver (blind.py) fixes it without reading the issue
 )
 
 
@@ -106,6 +116,8 @@ class FactoryStats:
     waste: dict[str, int] = field(default_factory=dict)
     by_operator: dict[str, int] = field(default_factory=dict)
     by_level: dict[str, int] = field(default_factory=dict)
+    gold_runs: int = 0  # validation runs of gold patches (every candidate that reached validation)
+    gold_full: int = 0  # of them, FULL
     seconds: float = 0.0  # wall time spent, over every (resumed) run
     started: float = field(default_factory=time.monotonic)
     running: bool = True
@@ -126,6 +138,22 @@ class FactoryStats:
     def per_minute(self) -> float:
         return self.validated / self.minutes if self.minutes else 0.0
 
+    @property
+    def gold_pass_rate(self) -> float | None:
+        """Share of gold-patch validation runs that scored FULL (None: none ran)."""
+        return self.gold_full / self.gold_runs if self.gold_runs else None
+
+    def level_shares(self) -> dict[str, float]:
+        n = sum(self.by_level.values())
+        return {k: round(v / n, 3) for k, v in sorted(self.by_level.items())} if n else {}
+
+    def report(self) -> str:
+        """The figures the field publishes for one package."""
+        rate = self.gold_pass_rate
+        gold = f"{rate:.1%} of {self.gold_runs} runs" if rate is not None else "no run"
+        levels = ", ".join(f"{k} {v:.0%}" for k, v in self.level_shares().items()) or "no task"
+        return f"{self.package}: environment built; gold FULL {gold}; levels {levels}"
+
     def line(self) -> str:
         waste = ", ".join(f"{self.waste[k]} {k}" for k in WASTE if self.waste.get(k))
         return (
@@ -139,6 +167,10 @@ class FactoryStats:
         out = {k: v for k, v in asdict(self).items() if k not in ("started", "running")}
         out["seconds"] = round(self.minutes * 60, 1)
         out["suite_s"] = round(self.suite_s, 2)
+        rate = self.gold_pass_rate
+        out["gold_pass_rate"] = round(rate, 4) if rate is not None else None
+        out["level_share"] = self.level_shares()
+        out["env_built"] = True
         return out
 
 
@@ -213,14 +245,26 @@ def pin_requirements(requirements: list[str]) -> list[str]:
 # -- the factory ---------------------------------------------------------------------
 
 
-def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, log: Callable[[str], None]) -> Package:
-    from sandgym.verifiers.swe_repo.sandbox import run_tests
-
+def refuse_shadowed(name: str, version: str) -> None:
     if normalize_name(name) in PYTEST_IMPORTS:
         raise FactoryError(
             f"{name}=={version}: pytest imports its own copy of {name} before the tests run, "
             "so the tests never see a mutant; pick a package pytest does not depend on"
         )
+
+
+def prepare(
+    name: str,
+    version: str,
+    work: Path,
+    runtime,
+    stats: FactoryStats,
+    log: Callable[[str], None],
+    factory_version: int = FACTORY_VERSION,
+) -> Package:
+    from sandgym.verifiers.swe_repo.sandbox import run_tests
+
+    refuse_shadowed(name, version)
     url, sha = find_sdist(name, version)
     source = RepoSource(kind="pypi", name=name, version=version, sdist_url=url, sdist_sha256=sha)
     tree = pristine_tree(source, work / "pristine")
@@ -264,7 +308,7 @@ def prepare(name: str, version: str, work: Path, runtime, stats: FactoryStats, l
         repo,
         usable,
         suite_s,
-        f"sandgym.swe_factory/{FACTORY_VERSION}",
+        f"sandgym.swe_factory/{factory_version}",
         frozenset(first.collect_errors) | frozenset(second.collect_errors),
     )
 
@@ -305,15 +349,25 @@ def make_swe(
     combined_share: float = 0.0,
     journal: Path | None = None,
     min_held_out: int = 1,
+    factory_version: int = FACTORY_VERSION,
 ) -> tuple[list[SWETaskPair], FactoryStats]:
     """Validated tasks from one PyPI release: at most `max_tasks`, one
     single-bug task per function, and about `combined_share` of them with two
     or three bugs in different functions (each failing tests alone). With
     `journal`, evaluated candidates are recorded there and skipped when the
-    run is started again."""
+    run is started again. `factory_version` 2 makes the tasks of the older
+    sets again (mutation style 2, no blind solvers, two validation runs)."""
     name, version = parse_package(package)
     stats = FactoryStats(package=f"{name}=={version}")
-    cfg = Settings(levels=levels or {"located": 1.0}, seed=seed, min_held_out=min_held_out)
+    if factory_version not in FACTORY_VERSIONS:
+        raise FactoryError(f"--factory-version {factory_version}: expected one of {FACTORY_VERSIONS}")
+    cfg = Settings(
+        levels=levels or {"located": 1.0},
+        seed=seed,
+        min_held_out=min_held_out,
+        validate_runs=3 if factory_version >= 3 else 2,
+        factory_version=factory_version,
+    )
     book = Journal(journal) if journal else None
     if book and book.done and book.done.get("max_tasks", 0) >= max_tasks:
         old = book.done.get("stats", {})
@@ -324,10 +378,16 @@ def make_swe(
     with tempfile.TemporaryDirectory(prefix="sandgym-factory-") as tmp:
         work = Path(tmp)
         progress("preparing", 0, max_tasks)
-        pkg = prepare(name, version, work, runtime, stats, log)
+        refuse_shadowed(name, version)  # not an environment that failed to build
+        try:
+            pkg = prepare(name, version, work, runtime, stats, log, factory_version)
+        except EnvBuildError:
+            raise
+        except (FactoryError, RepoError, OSError, SandboxError) as e:
+            raise EnvBuildError(str(e)) from e
         mutations = []
         for rel in source_files(pkg.tree, pkg.environment.import_root):
-            mutations += find_mutations((pkg.tree / rel).read_text(encoding="utf-8"), rel)
+            mutations += find_mutations((pkg.tree / rel).read_text(encoding="utf-8"), rel, style=factory_version)
         ordered = order_candidates(mutations, seed)
         stats.candidates = len(ordered)
         if not ordered:
@@ -370,6 +430,8 @@ class _Run:
         stats = self.stats
         stats.tried += 1
         stats.seconds = max(stats.seconds, float(r.get("elapsed_s", 0.0)))
+        stats.gold_runs += int(r.get("gold_runs", 0))
+        stats.gold_full += int(r.get("gold_full", 0))
         if r.get("outcome") == "kept":
             stats.validated += 1
             stats.combined += bool(r.get("combined"))
@@ -383,9 +445,11 @@ class _Run:
     def _record(self, cand: Candidate, out: Outcome) -> None:
         stats = self.stats
         stats.tried += 1
+        stats.gold_runs += out.gold_runs
+        stats.gold_full += out.gold_full
         combined = len(cand.mutations) > 1
         if out.kind == "kept" and out.diff_key in self.diff_keys:
-            out = Outcome("duplicate", failing=out.failing)
+            out = Outcome("duplicate", failing=out.failing, gold_runs=out.gold_runs, gold_full=out.gold_full)
         if out.kind == "kept":
             assert out.task is not None
             self.kept.append(out.task)
@@ -403,7 +467,7 @@ class _Run:
             stats.wasted(out.kind)
             if out.kind == "broke_import":
                 self.broke |= cand.functions
-            if out.kind in ("invalid", "reachable"):
+            if out.kind in ("invalid", "reachable", "blind"):
                 self.log(f"dropped {cand.task_id}: {out.detail}")
         if not combined and out.failing and out.kind not in NOT_COMBINED:
             self.failing[cand.key] = (cand.mutations[0], set(out.failing))
@@ -420,6 +484,8 @@ class _Run:
                 "operators": [m.operator for m in cand.mutations],
                 "level": out.task.visible.difficulty.issue_level if out.kind == "kept" else "",  # type: ignore[union-attr]
                 "elapsed_s": round(stats.minutes * 60, 1),
+                "gold_runs": out.gold_runs,
+                "gold_full": out.gold_full,
             }
             if out.task is not None and out.kind == "kept":
                 rec["task"] = {

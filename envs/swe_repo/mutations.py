@@ -17,6 +17,16 @@ nobody would write; and whether its function runs `at_import` (called or
 used as a decorator at module or class level), where a bug breaks test
 collection instead of a test. The factory tries typed, not-at-import
 mutations first.
+
+`style` versions what the operators write, so an older set stays
+reproducible from its factory version. Style 2 (sets of factory version 2)
+wrote tells no person would: `not (...)` around a condition, `pass` in place
+of a dropped statement, `x + 0` from an off-by-one of `x + 1`, `n - 1 + 1`.
+Style 3 writes what a person might have: a negated condition is a dropped
+`not` or `not name` on a plain name or call (an inverted comparison is
+`flip_comparison`'s), a dropped statement is a deleted line (never the only
+statement of its block), an off-by-one of `x + 1` is `x`, and a bound that
+already ends in a literal is left to `off_by_one`.
 """
 
 from __future__ import annotations
@@ -58,6 +68,8 @@ _ARITH_SWAP: dict[type, tuple[str, str]] = {
 _AUG_SWAP: dict[type, tuple[str, str]] = {ast.Add: (r"\+=", "-="), ast.Sub: (r"-=", "+=")}
 _BOOL_SWAP: dict[type, tuple[str, str]] = {ast.And: (r"\band\b", "or"), ast.Or: (r"\bor\b", "and")}
 _ATOMIC = (ast.Name, ast.Attribute, ast.Call, ast.Subscript, ast.Constant)
+STYLES = (2, 3)
+LATEST_STYLE = 3
 # Builtins whose two first arguments have different kinds: swapping them is a TypeError.
 _TYPED_SIGNATURES = {"isinstance", "issubclass", "getattr", "setattr", "hasattr", "delattr", "map", "filter", "super"}
 
@@ -154,7 +166,7 @@ def _end(node: _Node) -> tuple[int, int]:
     return node.end_lineno, node.end_col_offset
 
 
-class _Positions:
+class Positions:
     """AST positions (1-based lines, UTF-8 byte columns) -> character offsets."""
 
     def __init__(self, source: str):
@@ -189,10 +201,42 @@ def _skipped_block(node: ast.If) -> bool:
     return isinstance(t, ast.Compare) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
 
 
+def _sole_statements(tree: ast.Module) -> set[int]:
+    """ids of statements that are the only one of their block (a docstring
+    does not count): deleting one would leave an empty block."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                real = block[1:] if _is_docstring(block[0]) and len(block) > 1 else block
+                if len(real) == 1:
+                    out.add(id(real[0]))
+    return out
+
+
+def _zero_terms(tree: ast.Module) -> set[int]:
+    """ids of integer literals that are an operand of `+`/`-` (binary or
+    unary): an off-by-one that makes one 0 writes `x + 0` or `-0`, which
+    nobody writes."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            out |= {id(x) for x in (node.left, node.right) if isinstance(x, ast.Constant)}
+        elif isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Add, ast.Sub)):
+            out.add(id(node.value))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            out.add(id(node.operand))  # `-0`
+    return out
+
+
 class _Finder(ast.NodeVisitor):
-    def __init__(self, source: str, path: str):
-        self.pos = _Positions(source)
+    def __init__(self, source: str, path: str, style: int = LATEST_STYLE, tree: ast.Module | None = None):
+        self.pos = Positions(source)
         self.path = path
+        self.style = style
+        self.sole = _sole_statements(tree) if tree is not None and style >= 3 else set()
+        self.zero_terms = _zero_terms(tree) if tree is not None and style >= 3 else set()
         self.stack: list[str] = []
         self.returns: list[list[ast.Return]] = []
         self.found: list[Mutation] = []
@@ -270,7 +314,12 @@ class _Finder(ast.NodeVisitor):
             return  # shares its line with other code (`;`, a one-line if)
         if stmt.lineno != stmt.end_lineno:
             return  # a one-line edit reads as a bug; a vanished block reads as a deletion
-        self._add("drop_statement", stmt, f"drop {type(stmt).__name__}", Edit(a, b, "pass"), typed=typed)
+        if self.style < 3:
+            self._add("drop_statement", stmt, f"drop {type(stmt).__name__}", Edit(a, b, "pass"), typed=typed)
+        elif id(stmt) not in self.sole:  # the whole line goes; a `pass` in its place is a tell
+            self._add(
+                "drop_statement", stmt, f"drop {type(stmt).__name__}", Edit(line_start, line_end, ""), typed=typed
+            )
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.generic_visit(node)
@@ -319,8 +368,10 @@ class _Finder(ast.NodeVisitor):
             if not whole_test and not isinstance(test.operand, _ATOMIC):
                 inner = f"({inner})"
             self._add("negate_condition", test, "drop not", Edit(a, b, inner))
-        else:
+        elif self.style < 3:
             self._add("negate_condition", test, "add not", Edit(a, b, f"not ({self.pos.text(test)})"))
+        elif isinstance(test, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) and "\n" not in self.pos.text(test):
+            self._add("negate_condition", test, "add not", Edit(a, b, f"not {self.pos.text(test)}"))
 
     # -- expressions ---------------------------------------------------------
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -352,7 +403,23 @@ class _Finder(ast.NodeVisitor):
             if e:
                 typed = _numeric(node.left) or _numeric(node.right)
                 self._add("swap_arithmetic", node, f"-> {swap[1]}", e, typed=typed)
+        if self.style >= 3 and swap:
+            self._drop_unit_term(node)
         self.generic_visit(node)
+
+    def _drop_unit_term(self, node: ast.BinOp) -> None:
+        """`x + 1` -> `x` (and `x - 1`): the off-by-one a person writes, where
+        making the literal 0 would leave `x + 0`."""
+        r = node.right
+        if not (isinstance(r, ast.Constant) and r.value == 1 and not isinstance(r.value, bool)):
+            return
+        a = self.pos.span(node.left)[1]
+        b = self.pos.span(r)[1]
+        gap = self.pos.source[a : self.pos.span(r)[0]]
+        m = re.fullmatch(r"(\)*)(\s*[+-]\s*)", gap)
+        if m is None:
+            return
+        self._add("off_by_one", node, "drop 1", Edit(a + len(m.group(1)), b, ""))
 
     def visit_Constant(self, node: ast.Constant) -> None:
         a, b = self.pos.span(node)
@@ -361,6 +428,8 @@ class _Finder(ast.NodeVisitor):
             self._add("change_constant", node, f"{v} -> {not v}", Edit(a, b, str(not v)))
         elif isinstance(v, int) and abs(v) < 10**6 and self.pos.source[a:b].isdigit():
             for new in (v + 1, v - 1):
+                if new == 0 and id(node) in self.zero_terms:
+                    continue  # `x + 0`: visit_BinOp drops the term instead
                 if not (new < 0 and self.pos.source[a - 1 : a] in ("-", "+")):  # no `x - -1`
                     self._add("off_by_one", node, f"{v} -> {new}", Edit(a, b, str(new)))
 
@@ -404,20 +473,28 @@ class _Finder(ast.NodeVisitor):
         text = self.pos.text(bound)
         if "\n" in text:
             return
-        if not isinstance(bound, _ATOMIC):
+        additive = isinstance(bound, ast.BinOp) and isinstance(bound.op, (ast.Add, ast.Sub))
+        if self.style >= 3 and additive:
+            assert isinstance(bound, ast.BinOp)
+            if isinstance(bound.right, ast.Constant):
+                return  # `n - 1 + 1`: off_by_one changes the literal instead
+        elif not isinstance(bound, _ATOMIC):
             text = f"({text})"
         for sign in ("+", "-"):
             self._add("shift_bound", bound, f"bound {sign} 1", Edit(a, b, f"{text} {sign} 1"))
 
 
-def find_mutations(source: str, path: str = "<string>") -> list[Mutation]:
-    """Every mutation the operators propose for one module, in source order.
-    Each one still parses (checked here); a module that does not parse yields none."""
+def find_mutations(source: str, path: str = "<string>", style: int = LATEST_STYLE) -> list[Mutation]:
+    """Every mutation the operators propose for one module, in source order,
+    written in `style` (see the module docstring). Each one still parses
+    (checked here); a module that does not parse yields none."""
+    if style not in STYLES:
+        raise ValueError(f"mutation style {style!r}: expected one of {STYLES}")
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    finder = _Finder(source, path)
+    finder = _Finder(source, path, style, tree)
     for stmt in tree.body:
         if isinstance(stmt, ast.If) and _skipped_block(stmt):
             continue

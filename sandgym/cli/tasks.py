@@ -182,6 +182,10 @@ def validate_cmd(
     tasks: str | None = typer.Argument(None, help="Task-set folder or bundled name (default: bundled code set)."),
     runtime: str = typer.Option("local", "--runtime"),
     concurrency: int = typer.Option(2, "--concurrency", "-j", min=1),
+    task_id: list[str] = typer.Option([], "--task-id", help="Only this task; repeat the option for more."),
+    repeat: int = typer.Option(
+        1, "--repeat", min=1, help="Validate each task K times; a task passes only if all K runs pass (no flaky task)."
+    ),
 ):
     """Check that every task's reference solution passes and an empty one does not."""
     from concurrent.futures import ThreadPoolExecutor
@@ -192,7 +196,7 @@ def validate_cmd(
 
     from ..runtimes import RuntimeUnavailable, get_runtime
 
-    ts = load_task_set(tasks)
+    ts = _only(load_task_set(tasks), task_id)
     try:
         rt = get_runtime(runtime)
     except (ValueError, RuntimeUnavailable) as e:
@@ -200,8 +204,10 @@ def validate_cmd(
     # A family may check its tasks directly (faster than playing episodes).
     validator = family(ts.meta.family).validator
     if validator is None:
-        return _validate_by_episodes(ts, rt, runtime, concurrency)
+        return _validate_by_episodes(ts, rt, runtime, concurrency, repeat)
     check = load(validator)
+    runs = [(task, i) for i in range(repeat) for task in ts.tasks]
+    failed_runs: dict[str, int] = {}
 
     problems = 0
     try:
@@ -215,20 +221,49 @@ def validate_cmd(
             ) as progress,
             ThreadPoolExecutor(concurrency) as pool,
         ):
-            bar = progress.add_task("validate", total=len(ts))
-            for task, found in zip(ts.tasks, pool.map(lambda t: check(t, rt), ts.tasks), strict=True):
+            bar = progress.add_task("validate", total=len(runs))
+            for (task, i), found in zip(runs, pool.map(lambda r: check(r[0], rt), runs), strict=True):
                 progress.update(bar, advance=1)
                 problems += len(found)
+                if found:
+                    failed_runs[task.id] = failed_runs.get(task.id, 0) + 1
                 for problem in found:
-                    console().print(f"[red]{shown(task.id)}[/]: {shown(problem)}", highlight=False)
+                    run = f" (run {i + 1} of {repeat})" if repeat > 1 else ""
+                    console().print(f"[red]{shown(task.id)}[/]{run}: {shown(problem)}", highlight=False)
     finally:
         rt.close()
+    _repeat_summary(len(ts), failed_runs, repeat)
     console().print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
     if problems:
         raise typer.Exit(1)
 
 
-def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
+def _repeat_summary(n_tasks: int, failed_runs: dict[str, int], repeat: int) -> None:
+    """With --repeat K: how many tasks passed K of K runs, and which failed only some (flaky)."""
+    if repeat == 1:
+        return
+    flaky = sorted(t for t, n in failed_runs.items() if n < repeat)
+    console().print(
+        f"{n_tasks - len(failed_runs)} of {n_tasks} tasks passed {repeat} of {repeat} runs"
+        + (f"; flaky (failed some runs, not all): {', '.join(shown(t) for t in flaky)}" if flaky else ""),
+        highlight=False,
+    )
+
+
+def _only(ts, task_ids: list[str]):
+    """The set cut down to `task_ids` (all of it when none are given)."""
+    if not task_ids:
+        return ts
+    from ..specs import TaskSet
+
+    known = {t.id for t in ts.tasks}
+    unknown = [t for t in task_ids if t not in known]
+    if unknown:
+        fail(f"--task-id {unknown[0]!r}: no such task in {ts.meta.name} (see `sandgym tasks list`)")
+    return TaskSet(ts.meta, [t for t in ts.tasks if t.id in set(task_ids)], ts.root)
+
+
+def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int, repeat: int = 1) -> None:
     """Any family: the oracle policy must pass every task, the null policy none."""
     import shutil
 
@@ -241,16 +276,17 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
     from ..runtimes.tempdirs import owned_tempdir
 
     problems = 0
+    failed_runs: dict[str, set[int]] = {}  # task id -> the runs (of --repeat) it failed
     tmp = owned_tempdir("validate")  # `sandgym gc` removes it if this process is killed
     try:
-        for name, want in (("oracle", True), ("null", False)):
+        for name, want, i in [(n, w, i) for i in range(repeat) for n, w in (("oracle", True), ("null", False))]:
             run = EvalRun(
                 family(ts.meta.family).env_id,
                 ts,
                 make_policy(name),
                 rt,
                 runtime_name,
-                Path(tmp) / name,
+                Path(tmp) / f"{name}-{i}",
                 concurrency=concurrency,
             )
             with Progress(
@@ -269,6 +305,7 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
             for rec in sorted(run.records, key=lambda r: r.task_id):
                 if (rec.outcome == "passed") != want:
                     problems += 1
+                    failed_runs.setdefault(rec.task_id, set()).add(i)
                     why = rec.error or "; ".join(t["detail"] for t in rec.tests if t.get("status") != "passed")[:300]
                     console().print(
                         f"[red]{shown(rec.task_id)}[/]: the {name} policy scored {shown(rec.outcome)}"
@@ -280,6 +317,7 @@ def _validate_by_episodes(ts, rt, runtime_name: str, concurrency: int) -> None:
     finally:
         rt.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    _repeat_summary(len(ts), {t: len(runs) for t, runs in failed_runs.items()}, repeat)
     console().print(f"{len(ts)} tasks, {problems} problems · {ts.hash}")
     if problems:
         raise typer.Exit(1)

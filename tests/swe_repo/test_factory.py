@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,7 +85,7 @@ def test_every_operator_fires_and_each_mutant_differs_only_on_its_line():
 
 def test_operators_do_what_they_say():
     by_op: dict[str, list[str]] = {}
-    for m in find_mutations(SAMPLE, "pkg/mod.py"):
+    for m in find_mutations(SAMPLE, "pkg/mod.py", style=2):
         by_op.setdefault(m.operator, []).append(m.apply(SAMPLE).splitlines()[m.lineno - 1].strip())
     assert "if v >= low or v > high:" in by_op["flip_comparison"]
     assert "if v < low and v > high:" in by_op["swap_boolean_operator"]
@@ -270,6 +271,11 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     ts = TaskSet.load(out)
     assert ts.meta.family == "swe_repo" and len(ts) == 3
+    # The factory report: environment built, gold reruns (three per kept task), level shares.
+    assert "factory report:" in r.stdout and "environments built 1 of 1 (100%)" in r.stdout, r.stdout[-2000:]
+    run = yaml.safe_load((out / "runs.yaml").read_text())["packages"]["inflection==0.5.1"]
+    assert run["env_built"] is True and run["gold_runs"] >= 9 and run["gold_pass_rate"] is not None
+    assert abs(sum(run["level_share"].values()) - 1) < 0.01
     assert len({t.visible.base_patch for t in swe_tasks(ts)}) == 3  # no two tasks with the same diff
     combined = [t for t in swe_tasks(ts) if "combined" in t.visible.tags]
     first = combined[0].visible.difficulty
@@ -285,6 +291,12 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
         assert d.names_location == (d.issue_level == "located")
         for line in changed_lines(h.patch):
             assert line not in v.problem_statement
+        assert v.source == "sandgym.swe_factory/3"
+        # A symptom or minimal task lists the whole suite: no hint where the failing tests are.
+        want = (
+            ["test_inflection.py"] if d.issue_level != "located" else sorted({x.split("::")[0] for x in h.FAIL_TO_PASS})
+        )
+        assert v.visible_tests == want, (t.id, d.issue_level, v.visible_tests)
         if d.issue_level != "located":
             hidden_names = sorted(
                 {target_of(x).name for x in h.FAIL_TO_PASS} | {x.split("::")[0] for x in h.FAIL_TO_PASS}
@@ -310,10 +322,11 @@ def test_make_swe_end_to_end_on_one_small_package(tmp_path, runtime):
     # Task specs hold references and patches, not the package's source.
     assert sum(f.stat().st_size for f in out.rglob("*.yaml")) < 200_000
     # Run again: the journal says the package is done; nothing is evaluated again.
-    journals = {p: p.read_text() for p in state.glob("*.jsonl")}
+    journals = {p: p.read_text() for p in state.glob("**/*.jsonl")}
+    assert journals
     again = _make_swe(out, state, *args)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert {p: p.read_text() for p in state.glob("*.jsonl")} == journals
+    assert {p: p.read_text() for p in state.glob("**/*.jsonl")} == journals
     assert TaskSet.load(out).hash == ts.hash
 
 
@@ -328,7 +341,7 @@ def test_make_swe_resumes_after_a_kill(tmp_path):
     cmd = [sys.executable, "-m", "sandgym.cli", "tasks", "make-swe", "--package", "inflection==0.5.1"]
     cmd += ["--out", str(out), "--state", str(state), "--max", "3", "-j", "1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    journal = state / "inflection-0.5.1.jsonl"
+    journal = state / "v3" / "inflection-0.5.1.jsonl"  # factory version 3 journals apart
     try:
         deadline = time.monotonic() + 900
         while not (journal.exists() and journal.read_text().count("\n") >= 1) and proc.poll() is None:
