@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 IMAGE = "recipe:polyglot"
 
 # TypeScript's compiler checks types; Debian ships no @types/node, so the
-# Node globals a program that reads stdin uses are declared here (loosely:
-# `any`), and `tsc` accepts `require("fs")` and `process.stdin`.
+# Node globals a program uses are declared here (loosely: `any`), and `tsc`
+# accepts `require("fs")` and `process.stdin`. The ES library alone, not
+# the DOM's (which declares `console`, here too): a tenth of the work.
 NODE_GLOBALS_DTS = """\
+declare var console: any;
 declare var require: any;
 declare var process: any;
 declare var module: any;
@@ -57,7 +59,11 @@ LANGUAGES: dict[str, Language] = {
             "typescript",
             "main.ts",
             ("node", "main.js"),
-            compile=("tsc", "--target", "es2020", "--module", "commonjs", "main.ts", "node-globals.d.ts"),
+            compile=(
+                "tsc",
+                *("--target", "es2020", "--lib", "es2020", "--module", "commonjs", "--skipLibCheck"),
+                *("main.ts", "node-globals.d.ts"),
+            ),
             extra_files={"node-globals.d.ts": NODE_GLOBALS_DTS},
         ),
         Language(

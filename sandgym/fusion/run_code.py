@@ -122,6 +122,7 @@ def sandbox_spec(req: RunCodeRequest) -> SandboxSpec:
         process_limits=False,
         pids=64,
         disk_mb=512,
+        exec_workspace=True,  # compiled programs run from the workspace
         wall_timeout_s=req.compile_timeout + req.run_timeout + 60,
     )
 
