@@ -77,11 +77,16 @@ def post(url: str, lang: str) -> float:
     return took
 
 
+# The host's PATH without version-manager shims (pyenv's `python3` is a
+# shell script that finds the interpreter at every start: not the toolchain).
+HOST_PATH = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if "shims" not in p.split(os.sep))
+
+
 def host_missing(lang: str) -> str | None:
     """The first program of the language's commands the host lacks."""
     spec = LANGUAGES[lang]
     for cmd in (spec.compile, spec.run):
-        if cmd and not cmd[0].startswith("./") and shutil.which(cmd[0]) is None:
+        if cmd and not cmd[0].startswith("./") and shutil.which(cmd[0], path=HOST_PATH) is None:
             return cmd[0]
     return None
 
@@ -89,16 +94,18 @@ def host_missing(lang: str) -> str | None:
 def host_run(lang: str, go_cache: str) -> float:
     """The same commands, bare on the host, in a fresh folder."""
     spec = LANGUAGES[lang]
-    env = {**os.environ, **BASE_ENV, **spec.env, "PATH": os.environ["PATH"]}
+    # The host's own HOME: rustup finds its toolchains there.
+    env = {**os.environ, **BASE_ENV, **spec.env, "PATH": HOST_PATH, "HOME": os.environ.get("HOME", "/root")}
     if lang == "go":
-        env["GOCACHE"] = go_cache  # the host's Go builds its standard library once, not per run
+        # The host's own build cache: a recent Go builds its standard library
+        # from source into it (once), where Debian's 1.19 ships it built.
+        env["GOCACHE"] = go_cache
     t = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-run-code-") as d:
         for name, text in {**spec.extra_files, spec.source: HELLO[lang]}.items():
             Path(d, name).write_text(text)
-        env["HOME"] = d
         if spec.compile:
-            subprocess.run(spec.compile, cwd=d, env=env, check=True, capture_output=True, timeout=120)
+            subprocess.run(spec.compile, cwd=d, env=env, check=True, capture_output=True, timeout=900)
         out = subprocess.run(spec.run, cwd=d, env=env, check=True, capture_output=True, timeout=60).stdout
     took = time.perf_counter() - t
     if out != b"hello, world\n":
@@ -127,7 +134,8 @@ def main() -> None:
     print(f"load: {os.getloadavg()} · runtime {args.runtime} · n={args.n}", flush=True)
     rt = get_runtime(args.runtime)
     rows: list[tuple] = []
-    go_cache = tempfile.mkdtemp(prefix="bench-go-cache-")
+    go = shutil.which("go", path=HOST_PATH)
+    go_cache = subprocess.run([go, "env", "GOCACHE"], capture_output=True, text=True).stdout.strip() if go else ""
     try:
         with serving(build_run_code_app(rt, concurrency=2, close_runtime=False)) as url:
             for lang in langs:
@@ -142,7 +150,6 @@ def main() -> None:
                 print(f"{lang:11s} {s50 * 1e3:8.0f} {s95 * 1e3:8.0f} {sthr:7.2f}   {host}", flush=True)
     finally:
         rt.close()
-        shutil.rmtree(go_cache, ignore_errors=True)
     print()
     print("language    sandgym /run_code ms     req/s@2 | host bare ms          req/s@2  P50 ratio")
     print("            P50      P95                     | P50      P95")

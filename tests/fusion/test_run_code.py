@@ -165,6 +165,30 @@ def test_programs_write_nothing_on_the_host_and_cannot_reach_the_server(endpoint
         assert not os.path.exists(p), f"a sandboxed program wrote {p} on the host"
 
 
+def test_floods_and_fork_bombs_are_bounded_and_the_server_keeps_serving(endpoint):
+    flood = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(64):\n    sys.stdout.write(chunk)\n"
+    bomb = "bomb() { bomb | bomb & }\nbomb\nsleep 5\n"
+    node_reach = (
+        f"const s = require('net').connect({int(endpoint.rsplit(':', 1)[1])}, '127.0.0.1');\n"
+        "s.on('connect', () => { console.log('REACHED'); process.exit(0); });\n"
+        "s.on('error', (e) => { console.log('no route', e.code); process.exit(0); });\n"
+    )
+    got = run_client(
+        endpoint,
+        [
+            request("python", flood),
+            request("bash", bomb, run_timeout=3.0),
+            request("nodejs", node_reach),
+            request("python", 'print("still serving")\n'),
+        ],
+    )
+    flooded = got[0]["response"]["run_result"]
+    assert 0 < len(flooded["stdout"]) <= 1 << 20, len(flooded["stdout"])  # 64 MiB written, 1 MiB kept
+    assert got[1]["response"]["status"] == "Failed", got[1]  # the bomb hit the pids bound or the time limit
+    assert got[2]["response"]["run_result"]["stdout"].startswith("no route"), got[2]
+    assert got[3]["response"]["run_result"]["stdout"] == "still serving\n", got[3]
+
+
 def _post(endpoint: str, body: dict) -> tuple[int, dict]:
     req = urllib.request.Request(
         f"{endpoint}/run_code", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
