@@ -238,3 +238,17 @@ def test_other_runtimes_compile_and_run_in_one_sandbox(backend):
     for lang, r in zip(langs, got, strict=True):
         assert r.get("summary") == "Success", (backend, lang, r)
         assert r["response"]["run_result"]["stdout"].strip() == "42"
+
+
+def test_run_code_mounts_beside_the_openenv_routes():
+    from sandgym.fusion.api import mount_run_code
+    from sandgym.server import build_app
+
+    rt = get_runtime("local")
+    app = build_app("sandgym/CodeFunction-v0", {"runtime": rt}, close_runtime=True)
+    mount_run_code(app, rt)
+    with serving(app) as url:
+        with urllib.request.urlopen(f"{url}/health", timeout=60) as resp:
+            assert resp.status == 200  # OpenEnv's own route
+        got = run_client(url, [request("perl", 'print 6 * 7, "\\n";\n')])
+    assert got[0]["response"]["run_result"]["stdout"] == "42\n", got
