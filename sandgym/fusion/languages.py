@@ -31,7 +31,16 @@ declare var __filename: string;
 # The JVM sizes its heap and thread pools from the machine; a sandbox is
 # small. Serial GC and C1 only: fewer threads (gVisor's pids bound) and a
 # faster start for short programs.
-_JVM = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss16m", "-Xmx512m")
+# Its reservations are sized to fit the sandbox's address-space limit.
+_JVM = (
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "-Xss16m",
+    "-Xmx512m",
+    "-XX:CompressedClassSpaceSize=64m",
+    "-XX:ReservedCodeCacheSize=64m",
+    "-XX:MaxMetaspaceSize=256m",
+)
 
 
 @dataclass(frozen=True)

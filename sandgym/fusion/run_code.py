@@ -117,9 +117,9 @@ def sandbox_spec(req: RunCodeRequest) -> SandboxSpec:
         network="none",
         cpu_seconds=math.ceil(longest) + 1,
         memory_mb=req.memory_limit_MB or DEFAULT_MEMORY_MB,
-        # The JVM and Go reserve far more address space than they use: the
-        # sandbox-wide memory, pids and disk limits bound them instead.
-        process_limits=False,
+        # Per-process limits stay on: the local runtime's sandboxes have no
+        # cgroup, so its address-space and process bounds are the only ones.
+        process_limits=True,
         pids=64,
         disk_mb=512,
         exec_workspace=True,  # compiled programs run from the workspace
