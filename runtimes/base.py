@@ -112,6 +112,11 @@ class SandboxSpec(BaseModel):
         ),
     )
     wall_timeout_s: float = Field(3600, gt=0, description="Lifetime of the sandbox.")
+    exec_workspace: bool = Field(
+        False,
+        description="Programs written in the workspace and /tmp may be executed (a compiler's output): "
+        "off, docker mounts both noexec; the local runtime's are executable either way.",
+    )
     network: Network = "none"
     mounts: tuple[Mount, ...] = ()
     env: Mapping[str, str] = Field(default_factory=dict)

@@ -71,6 +71,26 @@ RECIPES = {
         # The browser family: Debian's Chromium with the host's fonts (the
         # same glyphs lay pages out as on the local runtime), and Python for
         # the web app and the launcher.
+        # `/run_code` (sandgym/fusion/): the toolchains of SandboxFusion's
+        # languages, Debian's own. Installed with apt, which resolves their
+        # dependencies (debootstrap's --include only roughly does).
+        ImageRecipe(
+            "polyglot",
+            packages=("python3",),
+            updated_packages=(
+                "g++",
+                "nodejs",
+                "node-typescript",
+                "golang-go",
+                "default-jdk-headless",
+                "rustc",
+                "php-cli",
+                "ruby",
+                "lua5.4",
+                "perl",
+                "gdc",
+            ),
+        ),
         ImageRecipe(
             "chromium",
             packages=("python3", "ca-certificates"),
@@ -194,12 +214,19 @@ def _apt_install(rootfs: str, suite: str, packages: tuple[str, ...]) -> None:
     with open(os.path.join(rootfs, "etc/apt/sources.list"), "w") as f:
         f.write(sources)
     env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
-    for cmd in (
-        ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-        ["apt-get", "clean"],
-    ):
-        subprocess.run(["chroot", rootfs, *cmd], check=True, env=env, stdout=subprocess.DEVNULL)
+    # Some maintainer scripts need /proc (the JDK's runs `java`); it is
+    # mounted for the install only, and unmounted before the tree is packed.
+    proc = os.path.join(rootfs, "proc")
+    subprocess.run(["mount", "-t", "proc", "proc", proc], check=True)
+    try:
+        for cmd in (
+            ["apt-get", "update", "-qq"],
+            ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+            ["apt-get", "clean"],
+        ):
+            subprocess.run(["chroot", rootfs, *cmd], check=True, env=env, stdout=subprocess.DEVNULL)
+    finally:
+        subprocess.run(["umount", "--lazy", proc], check=True)
     shutil.rmtree(os.path.join(rootfs, "var/lib/apt/lists"), ignore_errors=True)
 
 

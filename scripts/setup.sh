@@ -74,3 +74,8 @@ fi
 bash scripts/gvisor.sh
 bash scripts/docker-engine.sh
 .venv/bin/sandgym images build
+# SandboxFusion's /run_code (sandgym/fusion/): the polyglot image, Debian's
+# toolchains for its languages (a few minutes the first time, cached after),
+# and SandboxFusion's own client in a venv of its own, which tests drive it with.
+.venv/bin/sandgym images build polyglot
+.venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); from fusion.sandbox_fusion_client import client_python; client_python()'

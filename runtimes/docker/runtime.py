@@ -258,6 +258,8 @@ class DockerRuntime(Runtime):
             # cgroup (pids_limit below) bounds this sandbox alone.
             config["limits"].pop("pids", None)
         config["lifetime_s"] = spec.wall_timeout_s + extra_s
+        # Docker mounts a tmpfs noexec unless told otherwise.
+        x = ",exec" if spec.exec_workspace else ""
         start = time.perf_counter()
         try:
             api = self.client.api
@@ -265,7 +267,7 @@ class DockerRuntime(Runtime):
                 binds={src: v for src, v in volumes.items()},
                 network_mode="none",
                 read_only=True,
-                tmpfs={spec.workdir: f"size={mb}m,uid=1000,gid=1000,mode=0755", "/tmp": f"size={mb}m,mode=1777"},
+                tmpfs={spec.workdir: f"size={mb}m,uid=1000,gid=1000,mode=0755{x}", "/tmp": f"size={mb}m,mode=1777{x}"},
                 # No docker-init: the agent is PID 1, which processes inside
                 # cannot kill; it reaps what it starts.
                 cap_drop=["ALL"],

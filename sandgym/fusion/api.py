@@ -1,0 +1,82 @@
+"""SandboxFusion's HTTP API over sandgym's runtimes: `POST /run_code`.
+
+`mount_run_code(app, runtime)` adds the routes to any FastAPI app (beside
+OpenEnv's, in `sandgym serve --api openenv --api sandbox-fusion`);
+`build_run_code_app(runtime)` is an app with them alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from sandgym.runtimes import Runtime
+
+from .languages import LANGUAGES
+from .run_code import RunCodeRequest, RunCodeResponse, run_code
+
+# Requests run at once; more wait their turn (each holds a sandbox and,
+# while compiling, a compiler's memory).
+DEFAULT_CONCURRENCY = 4
+
+
+def mount_run_code(app: FastAPI, runtime: Runtime, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+    """Add `POST /run_code`, `GET /v1/ping` and `GET /languages` to `app`;
+    each request runs in a sandbox of `runtime`."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    # A thread semaphore, not an asyncio one: the app may serve from any
+    # event loop (uvicorn's, a test client's).
+    slots = threading.BoundedSemaphore(concurrency)
+
+    def run_bounded(req: RunCodeRequest) -> RunCodeResponse:
+        with slots:
+            return run_code(runtime, req)
+
+    @app.post("/run_code", response_model=RunCodeResponse, response_model_exclude_none=False)
+    async def run_code_route(req: RunCodeRequest) -> Any:
+        if req.language not in LANGUAGES:
+            return JSONResponse(
+                status_code=400,
+                content={"detail": f"language {req.language!r} is not supported; supported: {', '.join(LANGUAGES)}"},
+            )
+        try:
+            return await asyncio.to_thread(run_bounded, req)
+        except ValueError as e:  # RunCodeError: a malformed field, named in the message
+            return JSONResponse(status_code=400, content={"detail": str(e)})
+
+    @app.get("/v1/ping")
+    async def ping() -> str:
+        return "pong"
+
+    @app.get("/languages")
+    async def languages() -> list[str]:
+        return list(LANGUAGES)
+
+
+def build_run_code_app(
+    runtime: Runtime, concurrency: int = DEFAULT_CONCURRENCY, close_runtime: bool = True, max_body_bytes: int = 16 << 20
+) -> FastAPI:
+    """An app serving SandboxFusion's `/run_code` alone. The runtime is
+    closed at shutdown when `close_runtime`."""
+    from sandgym.server import BodyLimit
+
+    app = FastAPI(title="sandgym: SandboxFusion /run_code")
+    mount_run_code(app, runtime, concurrency)
+
+    @app.get("/health")
+    async def health() -> dict[str, str]:
+        return {"status": "healthy"}
+
+    if close_runtime:
+
+        async def close() -> None:
+            await asyncio.to_thread(runtime.close)
+
+        app.router.on_shutdown.append(close)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    return app

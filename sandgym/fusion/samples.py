@@ -1,0 +1,79 @@
+"""Small programs per language, written here: a hello world, one that
+echoes its stdin, one that does not compile (compiled languages) and one
+that fails at run time. The tests and benchmarks/bench_run_code.py run
+them; `sandgym serve --api sandbox-fusion` users can too, as a smoke test."""
+
+from __future__ import annotations
+
+HELLO: dict[str, str] = {
+    "python": 'print("hello, world")\n',
+    "cpp": '#include <iostream>\nint main() { std::cout << "hello, world" << std::endl; return 0; }\n',
+    "nodejs": 'console.log("hello, world");\n',
+    "typescript": 'const greeting: string = "hello, world";\nconsole.log(greeting);\n',
+    "go": 'package main\n\nimport "fmt"\n\nfunc main() {\n\tfmt.Println("hello, world")\n}\n',
+    "java": "public class Main {\n  public static void main(String[] args) {\n"
+    '    System.out.println("hello, world");\n  }\n}\n',
+    "rust": 'fn main() {\n    println!("hello, world");\n}\n',
+    "bash": 'echo "hello, world"\n',
+    "php": '<?php\necho "hello, world\\n";\n',
+    "ruby": 'puts "hello, world"\n',
+    "lua": 'print("hello, world")\n',
+    "perl": 'print "hello, world\\n";\n',
+    "D_ut": 'import std.stdio;\n\nunittest {\n    writeln("hello, world");\n}\n',
+}
+
+# Each reads two integers from stdin and prints their sum.
+SUM_STDIN: dict[str, str] = {
+    "python": "a, b = map(int, input().split())\nprint(a + b)\n",
+    "cpp": "#include <iostream>\nint main() { long a, b; std::cin >> a >> b; std::cout << a + b << std::endl; }\n",
+    "nodejs": 'const [a, b] = require("fs").readFileSync(0, "utf8").trim().split(/\\s+/).map(Number);\n'
+    "console.log(a + b);\n",
+    "typescript": 'const parts: number[] = require("fs").readFileSync(0, "utf8").trim().split(/\\s+/).map(Number);\n'
+    "console.log(parts[0] + parts[1]);\n",
+    "go": 'package main\n\nimport "fmt"\n\nfunc main() {\n'
+    "\tvar a, b int64\n\tfmt.Scan(&a, &b)\n\tfmt.Println(a + b)\n}\n",
+    "java": "import java.util.Scanner;\n\npublic class Main {\n  public static void main(String[] args) {\n"
+    "    Scanner in = new Scanner(System.in);\n    long a = in.nextLong(), b = in.nextLong();\n"
+    "    System.out.println(a + b);\n  }\n}\n",
+    "rust": "use std::io::Read;\n\nfn main() {\n    let mut s = String::new();\n"
+    "    std::io::stdin().read_to_string(&mut s).unwrap();\n"
+    "    let v: Vec<i64> = s.split_whitespace().map(|x| x.parse().unwrap()).collect();\n"
+    '    println!("{}", v[0] + v[1]);\n}\n',
+    "bash": "read a b\necho $((a + b))\n",
+    "php": '<?php\n[$a, $b] = array_map("intval", preg_split("/\\s+/", trim(stream_get_contents(STDIN))));\n'
+    'echo ($a + $b) . "\\n";\n',
+    "ruby": "a, b = $stdin.read.split.map(&:to_i)\nputs a + b\n",
+    "lua": 'local a, b = io.read("n", "n")\nprint(math.tointeger(a + b))\n',
+    "perl": "my ($a, $b) = split ' ', <STDIN>;\nprint $a + $b, \"\\n\";\n",
+}
+
+# Compiled languages: a program the compiler refuses.
+COMPILE_ERROR: dict[str, str] = {
+    "cpp": "int main() { return undefined_name; }\n",
+    "typescript": 'const n: number = "not a number";\nconsole.log(n);\n',
+    "go": "package main\n\nfunc main() {\n\tundefinedName()\n}\n",
+    "java": 'public class Main {\n  public static void main(String[] args) {\n    int x = "text";\n  }\n}\n',
+    "rust": 'fn main() {\n    let x: i32 = "text";\n}\n',
+    "D_ut": "unittest {\n    int x = undefinedName;\n}\n",
+}
+
+# A program that compiles and exits non-zero at run time.
+RUNTIME_ERROR: dict[str, str] = {
+    "python": 'raise SystemExit("boom")\n',
+    "cpp": "#include <cstdlib>\nint main() { std::abort(); }\n",
+    "nodejs": 'throw new Error("boom");\n',
+    "go": 'package main\n\nfunc main() {\n\tpanic("boom")\n}\n',
+    "java": "public class Main {\n  public static void main(String[] args) {\n"
+    '    throw new RuntimeException("boom");\n  }\n}\n',
+    "rust": 'fn main() {\n    panic!("boom");\n}\n',
+    "bash": "exit 3\n",
+    "ruby": 'raise "boom"\n',
+}
+
+# A program that never ends on its own.
+LOOP: dict[str, str] = {
+    "python": "while True:\n    pass\n",
+    "cpp": "int main() { volatile int x = 0; for (;;) x++; }\n",
+    "go": "package main\n\nfunc main() {\n\tfor {\n\t}\n}\n",
+    "bash": "while :; do :; done\n",
+}
