@@ -226,3 +226,15 @@ def test_the_database_is_out_of_the_pages_reach(env, target):
     page = env.session.page
     env.session.run(page.goto("file:///state/"))
     assert "app.sqlite" not in env.session.run(page.content())
+
+
+@pytest.mark.docker
+def test_a_sample_passes_on_docker():
+    """The shop in a Docker (runc) browser sandbox: the database is copied in and
+    out of the container (push_state / pull_state); one task of each kind and level."""
+    e = BrowserFormEnv(tasks=TASKS, runtime="docker")
+    try:
+        for prefix in ("price-", "cancel-latest-", "buy-cheapest-"):
+            check_oracle_and_null(e, ids_like(e, prefix)[0])
+    finally:
+        e.close()
