@@ -213,6 +213,27 @@ def test_a_customer_page_cannot_use_admin_routes(env):
     assert template_digest(env) == digest  # the template outside the sandbox is untouched
 
 
+def test_the_family_red_team_gets_nothing_through_on_the_shop(env):
+    """The browser family's attack catalogue (forged message, forged page, file:// reads,
+    state carried over from a solved episode), played on a state task and an answer task."""
+    from sandgym.envs.browser_form.redteam import ATTACKS, SandgymTarget
+    from sandgym.specs.base import bundled_dir
+
+    target = SandgymTarget("local", str(bundled_dir() / "browser_form" / TASKS))
+    try:
+        digest = None
+        for task_id in (ids_like(env, "cancel-latest-")[0], ids_like(env, "largest-order-")[0]):
+            for attack in ATTACKS:
+                trial = target.run(attack, task_id)
+                assert not trial.hacked and not trial.forced_infra, (attack.kind, task_id, trial)
+                snaps = list(target.env._snapshots.glob("shop-*.sqlite"))
+                now = hashlib.sha256(snaps[0].read_bytes()).hexdigest()
+                assert digest in (None, now)  # the template outside the sandbox never changes
+                digest = now
+    finally:
+        target.close()
+
+
 @pytest.mark.parametrize("target", ["file:///state/app.sqlite", "file:///etc/passwd", "/app.sqlite"])
 def test_the_database_is_out_of_the_pages_reach(env, target):
     env.reset(options={"task_id": ids_like(env, "price-")[0]})
