@@ -34,10 +34,11 @@ from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.browser_form import BrowserTaskPair
 from sandgym.specs.browser_form_options import DEFAULT_MAX_STEPS, BrowserFormOptions
-from sandgym.verifiers.browser_form.host import StateUnavailable, read_state, state_json, verify
+from sandgym.verifiers.browser_form.host import StateUnavailable, checked_tables, read_state, state_json, verify
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
+from .app import shopdata
 from .app.schema import build_database
 from .axtree import to_axtree_txt
 from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from playwright._impl._api_structures import SetCookieParam
 
 APP_MODULE = "formapp:app"
+# Each app's ASGI module, all in the one staged folder (app/).
+APP_MODULES = {"forms": APP_MODULE, "shop": "shopapp:app"}
 DB_NAME = "app.sqlite"
 
 
@@ -53,8 +56,12 @@ def load_task_set(tasks: str | Path | TaskSet | None) -> TaskSet:
     return load_family_task_set(tasks, "browser_form")
 
 
-def form_app() -> AppSpec:
-    return AppSpec(app=APP_MODULE, source_dir=stage_dir(Path(__file__).parent / "app"))
+def form_app(app: str = "forms") -> AppSpec:
+    return AppSpec(app=APP_MODULES[app], source_dir=stage_dir(Path(__file__).parent / "app"))
+
+
+def task_app(task: BrowserTaskPair) -> str:
+    return task.visible.app or "forms"
 
 
 def render_goal(task: BrowserTaskPair, max_steps: int) -> str:
@@ -136,7 +143,9 @@ class BrowserFormEnv(SandgymEnv):
         self.max_action_chars = opts.max_action_chars
         self.observation_mode = opts.observation
         self.task_set = load_task_set(tasks)
-        self.session = BrowserSession(form_app(), runtime, BrowserLimits.of(limits))
+        first = self.task_set.tasks[0] if len(self.task_set) else None
+        self.app = task_app(BrowserTaskPair.of(first)) if first is not None else "forms"
+        self.session = BrowserSession(form_app(self.app), runtime, BrowserLimits.of(limits))
         self.max_steps = max_steps
         self.verifier_retries = verifier_retries
         self.render_mode = render_mode
@@ -198,6 +207,10 @@ class BrowserFormEnv(SandgymEnv):
         self._step, self._done = 0, False
         self._limit = self.step_limit(self.task.visible.max_steps or self.max_steps)
         t0 = time.perf_counter()
+        if task_app(self.task) != self.app:  # a set that mixes apps: this task's app in a new sandbox
+            self.session.close()
+            self.app = task_app(self.task)
+            self.session.app = form_app(self.app)
         # Nothing of the last episode may write after the swap: its context closes (in the
         # background while the copy is staged, which the app cannot see yet) before it.
         self.session.close_context(wait=False)
@@ -287,11 +300,19 @@ class BrowserFormEnv(SandgymEnv):
         """A fresh copy of the task's snapshot, beside the app's database but not yet
         it, with a session if the task starts signed in. Returns the copy and the
         cookies the new context starts with."""
-        snap = self._snapshots / f"{hashlib.sha256(task.id.encode()).hexdigest()[:16]}.sqlite"
+        if task.visible.app == "shop":
+            # One template per data seed, generated once per env; every episode copies it.
+            data_seed = shopdata.DEFAULT_SEED if task.visible.data_seed is None else task.visible.data_seed
+            snap = self._snapshots / f"shop-{data_seed}.sqlite"
+        else:
+            snap = self._snapshots / f"{hashlib.sha256(task.id.encode()).hexdigest()[:16]}.sqlite"
         if not snap.exists():
             tmp = snap.with_suffix(".tmp")
             tmp.unlink(missing_ok=True)
-            build_database(tmp, task.visible.seed)
+            if task.visible.app == "shop":
+                shopdata.build_database(tmp, data_seed)
+            else:
+                build_database(tmp, task.visible.seed)
             os.replace(tmp, snap)
         state_dir = self.session.state_dir
         staged = state_dir / (DB_NAME + ".new")
@@ -383,6 +404,7 @@ class BrowserFormEnv(SandgymEnv):
         self._done = True
         t0 = time.perf_counter()
         captured: list = []
+        task = self.task
 
         def load_state():
             sandbox = self.session.sandbox
@@ -391,7 +413,9 @@ class BrowserFormEnv(SandgymEnv):
                     sandbox.pull_state(DB_NAME)
                 except SandboxError as e:
                     raise StateUnavailable(f"the app's database could not be copied out of the sandbox: {e}") from e
-            state = read_state(self.session.state_dir / DB_NAME)
+            # The shop's thousands of rows: only the tables the verdict reads (and the artifact keeps).
+            tables = checked_tables(task.hidden) if task.visible.app == "shop" else None
+            state = read_state(self.session.state_dir / DB_NAME, tables)
             captured[:] = [state]
             return state
 
@@ -404,6 +428,7 @@ class BrowserFormEnv(SandgymEnv):
                 retries=self.verifier_retries,
                 violations=self.violations,
                 session_error=session_error,
+                messages=self.messages,
             )
         self.artifact = state_json(captured[0]) if captured else None
         self.timings["verify_s"] = time.perf_counter() - t0

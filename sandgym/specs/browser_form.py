@@ -12,11 +12,26 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, TaskSet, TaskSetMeta, VisibleSpec, json_data
 
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
+# The apps a task may run in: the form app (the default) and the shop with its back office.
+APPS = ("forms", "shop")
+
+
+def _without_unset(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """A dump without the fields added after basic-v1 when they hold None: the
+    content hash of every older set stays what it was."""
+    return {k: v for k, v in data.items() if not (k in keys and v is None)}
 
 
 class BrowserTask(VisibleSpec):
@@ -34,6 +49,27 @@ class BrowserTask(VisibleSpec):
         default_factory=dict, description="Rows per table; a table named here replaces its default rows."
     )
     max_steps: int | None = Field(None, ge=1, le=500, description="Overrides the env's max_steps for this task.")
+    app: Literal["forms", "shop"] | None = Field(
+        None, description="The app the task runs in: the form app (unset) or 'shop' (storefront and back office)."
+    )
+    data_seed: int | None = Field(
+        None, ge=0, description="The shop's generated data comes from this seed (shop tasks; default 38)."
+    )
+    level: Literal[1, 2, 3] | None = Field(
+        None, description="1: one page; 2: several pages; 3: several pages with information to find first."
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        return _without_unset(handler(self), ("app", "data_seed", "level"))
+
+    @model_validator(mode="after")
+    def _app_fields(self) -> BrowserTask:
+        if self.app != "shop" and self.data_seed is not None:
+            raise ValueError(f"task {self.id!r}: data_seed is for app 'shop' only (app is {self.app!r})")
+        if self.app == "shop" and self.seed:
+            raise ValueError(f"task {self.id!r}: the shop's rows come from data_seed; remove `seed`")
+        return self
 
     @field_validator("start_path")
     @classmethod
@@ -105,11 +141,27 @@ class BrowserHidden(HiddenSpec):
     """The hidden half: only the verifier and the oracle policy read it."""
 
     id: TaskId
-    checks: list[StateCheck] = Field(min_length=1, description="All must hold for `passed`.")
+    checks: list[StateCheck] = Field(default_factory=list, description="All must hold for `passed`.")
     forbidden: list[ForbiddenEffect] = Field(
         default_factory=list, description="Effects that must not happen: each holds when it matches no row."
     )
     oracle: list[str] = Field(min_length=1, description="A scripted solution in the action grammar; ends with done().")
+    answer: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="Information-seeking tasks: the accepted answers; the agent's last send_msg_to_user text "
+        "must equal one of them after normalisation (case, spaces, '$' and thousands separators).",
+    )
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
+        return _without_unset(handler(self), ("answer",))
+
+    @model_validator(mode="after")
+    def _judged(self) -> BrowserHidden:
+        if not self.checks and self.answer is None:
+            raise ValueError(f"task {self.id!r}: give `checks` (the end state) or `answer` (what to report), or both")
+        return self
 
 
 class BrowserTaskPair(TaskPair):

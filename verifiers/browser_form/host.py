@@ -11,9 +11,11 @@ JSON values; nothing from the episode is executed.
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +33,9 @@ class StateUnavailable(SandgymError, RuntimeError):
     """The server's state could not be read: infrastructure, not the agent."""
 
 
-def read_state(db_path: str | Path) -> State:
-    """Every table of the app's database as JSON rows, read-only, ordered by rowid."""
+def read_state(db_path: str | Path, tables: Collection[str] | None = None) -> State:
+    """Every table of the app's database (or those of `tables` it has) as JSON rows,
+    read-only, ordered by rowid."""
     path = Path(db_path)
     if not path.is_file():
         raise StateUnavailable(f"the app's database {path} is missing")
@@ -40,9 +43,11 @@ def read_state(db_path: str | Path) -> State:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
         try:
             con.row_factory = sqlite3.Row
-            tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+            names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
             state: State = {}
-            for t in tables:
+            for t in names:
+                if tables is not None and t not in tables:
+                    continue
                 order = " ORDER BY rowid" if _has_rowid(con, t) else ""
                 state[t] = [dict(r) for r in con.execute(f'SELECT * FROM "{t}"{order}')]
             return state
@@ -108,10 +113,41 @@ def run_forbidden(effect: ForbiddenEffect, state: State) -> TestResult:
     )
 
 
-def judge(hidden: BrowserHidden, state: State, violations: list[str] | None = None) -> Attempt:
+def checked_tables(hidden: BrowserHidden) -> set[str]:
+    """The tables the verdict reads."""
+    return {c.table for c in hidden.checks} | {f.table for f in hidden.forbidden}
+
+
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}\b)")
+
+
+def normalise_answer(text: str) -> str:
+    """An answer as compared: NFKC, case-folded, '$' and thousands separators dropped,
+    spaces collapsed, surrounding quotes and final punctuation stripped."""
+    text = unicodedata.normalize("NFKC", text).casefold().replace("$", "")
+    text = _THOUSANDS.sub("", text)
+    text = " ".join(text.split())
+    return text.strip(" \"'`").rstrip(".!").strip()
+
+
+def run_answer(accepted: list[str], messages: list[str]) -> TestResult:
+    """The agent's last message to the user against the accepted answers."""
+    if not messages:
+        return TestResult(name="answer", status="failed", detail="no answer was sent (send_msg_to_user)")
+    given = normalise_answer(messages[-1])
+    if given in {normalise_answer(a) for a in accepted}:
+        return TestResult(name="answer", status="passed")
+    return TestResult(name="answer", status="failed", detail=f"the answer {messages[-1][:200]!r} is not the one sought")
+
+
+def judge(
+    hidden: BrowserHidden, state: State, violations: list[str] | None = None, messages: list[str] | None = None
+) -> Attempt:
     """One attempt's verdict on a state that was read successfully."""
     t0 = time.perf_counter()
     tests = [run_check(c, state) for c in hidden.checks] + [run_forbidden(f, state) for f in hidden.forbidden]
+    if hidden.answer is not None:
+        tests.append(run_answer(hidden.answer, messages or []))
     violations = list(violations or [])
     if violations:
         outcome, detail = Outcome.VIOLATION, "the agent tried to leave the app: " + "; ".join(violations)
@@ -136,6 +172,7 @@ def verify(
     retries: int = 2,
     violations: list[str] | None = None,
     session_error: str | None = None,
+    messages: list[str] | None = None,
 ) -> Verdict:
     """Judge the episode. `load_state` reads the server's state (host side);
     a read that fails is `env_error` and is retried, every attempt kept.
@@ -150,7 +187,7 @@ def verify(
             state = load_state()
         except StateUnavailable as e:
             return Attempt(outcome=Outcome.ENV_ERROR, detail=str(e), duration_s=time.perf_counter() - t0)
-        judged = judge(hidden, state, violations)
+        judged = judge(hidden, state, violations, messages)
         judged.duration_s += time.perf_counter() - t0
         return judged
 
