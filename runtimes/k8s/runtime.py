@@ -229,12 +229,20 @@ class KubernetesRuntime(Runtime):
                     ) from None
                 raise
         # Pods get no token: the namespace's default service account must
-        # exist (no controller manager makes it on a bare cluster) and mount none.
-        self._create_if_missing(
-            lambda: self.core.create_namespaced_service_account(
-                self.namespace, {"metadata": {"name": "default"}, "automountServiceAccountToken": False}
-            )
-        )
+        # exist (a cluster without a controller manager has none) and mount
+        # none (the one a controller manager makes would mount its token).
+        account = {"metadata": {"name": "default"}, "automountServiceAccountToken": False}
+        self._create_if_missing(lambda: self.core.create_namespaced_service_account(self.namespace, account))
+        try:
+            if (
+                self.core.read_namespaced_service_account("default", self.namespace).automount_service_account_token
+                is not False
+            ):
+                self.core.patch_namespaced_service_account("default", self.namespace, account)
+        except Exception as e:
+            raise RuntimeUnavailable(
+                f"runtime 'k8s': cannot set up namespace {self.namespace!r}'s default service account: {api_message(e)}"
+            ) from None
         networking = client.NetworkingV1Api(self.api_client)
         self._create_if_missing(lambda: networking.create_namespaced_network_policy(self.namespace, network_policy()))
 

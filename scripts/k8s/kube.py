@@ -41,6 +41,7 @@ def setup() -> None:
 
 # What marks a simulated node, and keeps other pods off it.
 KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+KWOK_CAPACITY = {"cpu": "1k", "memory": "1Ti", "ephemeral-storage": "1Pi", "pods": "1M"}
 KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
 
 
@@ -56,6 +57,8 @@ def kwok_nodes(count: int) -> None:
             },
             # A /24 of pod addresses each (KWOK hands them out per node).
             "spec": {"taints": [KWOK_TAINT], "podCIDR": f"10.{128 + i // 256}.{i % 256}.0/24"},
+            # KWOK keeps a node's own capacity; sandbox pods ask for ephemeral storage too.
+            "status": {"capacity": KWOK_CAPACITY, "allocatable": KWOK_CAPACITY},
         }
         try:
             core.create_node(body)
