@@ -4,12 +4,12 @@
 #
 # Everything is built or installed from what the registries serve, and
 # cached between runs:
-# - kube-apiserver and kubelet: `go build` from the k8s.io/kubernetes module
-#   (pinned below). Its go.mod replaces the k8s.io/* staging modules with
-#   local paths, so a go.mod of our own requires it and replaces each
-#   staging module with its v0.Y.Z release. No scheduler or controller
-#   manager: sandbox pods name their node, and the namespace's default
-#   service account is created here.
+# - kube-apiserver, kubelet, kube-scheduler and kube-controller-manager:
+#   `go build` from the k8s.io/kubernetes module (pinned below). Its go.mod
+#   replaces the k8s.io/* staging modules with local paths, so a go.mod of
+#   our own requires it and replaces each staging module with its v0.Y.Z
+#   release. The scheduler places pods (none names its node); the
+#   controller manager runs only the controllers listed in `up`.
 # - containerd v2 (with its runc shim and ctr): `go build` from its module;
 #   a separate instance with its own socket and state, not Docker's.
 # - the CNI plugins bridge, host-local and loopback: `go build` from their
@@ -37,6 +37,9 @@ STAGING_VERSION=v0.34.4
 CONTAINERD_VERSION=v2.1.5
 # The CNI plugins: Debian's 1.1 bridge has no port isolation.
 CNI_VERSION=v1.9.1
+# Simulated nodes (SANDGYM_K8S_KWOK_NODES=M, default 0: none, nothing built).
+KWOK_VERSION=v0.8.0
+kwok_nodes=${SANDGYM_K8S_KWOK_NODES:-0}
 GVISOR_VERSION=$(sed -n 's/^GVISOR_VERSION=\([^ ]*\).*/\1/p' "$(dirname "$0")/gvisor.sh")
 cache=${SANDGYM_K8S_CACHE:-/var/cache/sandgym/k8s}
 state=${SANDGYM_K8S_STATE:-/var/lib/sandgym-k8s}
@@ -55,8 +58,11 @@ has_cap_sys_resource() { (($(printf '%d' "0x$(sed -n 's/^CapEff:\t//p' /proc/sel
 
 build() {
   mkdir -p "$bin" "$cache/kubernetes" "$cache/gvisor-shim" "$cache/pause"
-  if [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kubelet" ] \
-    || [ "$(cat "$cache/kubernetes/version" 2>/dev/null)" != "$K8S_VERSION stamped" ]; then
+  # The binaries to build: those missing, or all four when the version changed.
+  local k8s_bins="kube-apiserver kubelet kube-scheduler kube-controller-manager" want="" b
+  for b in $k8s_bins; do [ -x "$bin/$b" ] || want+="$b "; done
+  [ "$(cat "$cache/kubernetes/version" 2>/dev/null)" = "$K8S_VERSION stamped" ] || want=$k8s_bins
+  if [ -n "$want" ]; then
     local mod=/root/go/pkg/mod/k8s.io/kubernetes@$K8S_VERSION
     (
       cd "$cache/kubernetes"
@@ -67,15 +73,22 @@ build() {
         sed -n 's|^\t\(k8s.io/[a-z0-9-]*\) => ./staging/.*|\t\1 => \1 '"$STAGING_VERSION"'|p' "$mod/go.mod"
         printf ')\n'
       } > go.mod
-      printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "k8s.io/kubernetes/cmd/kube-apiserver/app"\n\t_ "k8s.io/kubernetes/cmd/kubelet/app"\n)\n' > tools.go
+      {
+        printf '//go:build tools\n\npackage tools\n\nimport (\n'
+        for b in $k8s_bins; do printf '\t_ "k8s.io/kubernetes/cmd/%s/app"\n' "$b"; done
+        printf ')\n'
+      } > tools.go
       go mod tidy
-      log "building kube-apiserver and kubelet $K8S_VERSION (a cold build takes 30-60 min on 2 cores)"
+      log "building $want$K8S_VERSION (a cold build of all four takes 40-70 min on 2 cores)"
       start=$(date +%s)
       local minor=${K8S_VERSION#v1.}
       minor=${minor%%.*}
       local v=k8s.io/component-base/version
       go build -ldflags "-X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
-        -o "$bin/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubelet
+        -o out/ $(printf 'k8s.io/kubernetes/cmd/%s ' $want)
+      # Renamed into place: a running binary is not written over.
+      for b in $want; do mv -f "out/$b" "$bin/$b"; done
+      rmdir out
       echo "$K8S_VERSION stamped" > version
       log "built in $(($(date +%s) - start)) s"
     )
@@ -135,6 +148,7 @@ build() {
       echo "$shim_version" > version
     )
   fi
+  if [ "$kwok_nodes" != 0 ]; then build_kwok; fi
   if [ ! -x "$bin/pause" ] || [ "$here/k8s/pause.go" -nt "$bin/pause" ]; then
     (
       cd "$cache/pause"
@@ -143,6 +157,44 @@ build() {
       CGO_ENABLED=0 go build -trimpath -ldflags '-s -w' -o "$bin/pause" .
     )
   fi
+}
+
+# KWOK's controller, and its stages (from the same module): simulated nodes
+# become Ready and keep a lease; pods on them turn Ready at once, and go
+# when deleted.
+build_kwok() {
+  [ -x "$bin/kwok" ] && [ "$(cat "$cache/kwok/version" 2> /dev/null)" = "$KWOK_VERSION" ] && return 0
+  mkdir -p "$cache/kwok"
+  (
+    cd "$cache/kwok"
+    printf 'module sandgym.local/kwok-build\n\ngo 1.26.0\n\nrequire sigs.k8s.io/kwok %s\n' "$KWOK_VERSION" > go.mod
+    rm -f go.sum
+    go get "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+    log "building kwok $KWOK_VERSION"
+    local start
+    start=$(date +%s)
+    CGO_ENABLED=0 go build -trimpath -o "$bin/kwok" sigs.k8s.io/kwok/cmd/kwok
+    local src s
+    src=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+    for s in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+      pod/fast/pod-ready pod/fast/pod-complete pod/fast/pod-delete; do
+      cat "$src/$s.yaml"
+      echo ---
+    done > stages.yaml
+    echo "$KWOK_VERSION" > version
+    log "built kwok in $(($(date +%s) - start)) s"
+  )
+}
+
+# M simulated nodes: KWOK's controller manages the nodes annotated
+# kwok.x-k8s.io/node=fake; their taint keeps off every pod that does not
+# tolerate it (the tests' pods), so only the scale benchmark's land there.
+kwok_up() {
+  build_kwok
+  start kwok "$bin/kwok" --kubeconfig="$state/admin.kubeconfig" --config="$cache/kwok/stages.yaml" \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake --node-lease-duration-seconds=40
+  kubectl_ kwok-nodes "$kwok_nodes"
+  log "$kwok_nodes simulated (KWOK) nodes"
 }
 
 packages() {
@@ -209,10 +261,18 @@ pki() {
   cert admin "/O=system:masters/CN=sandgym-admin"
   cert kubelet "/O=system:nodes/CN=system:node:$node"
   cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
+  # The scheduler's bootstrap RBAC role. The controller manager's role
+  # holds only what it does itself: each controller's rights go to a
+  # service account of its own (--use-service-account-credentials), which
+  # this test cluster does without (its controllers act as an admin).
+  cert kube-scheduler "/CN=system:kube-scheduler"
+  cert controller-manager "/O=system:masters/CN=system:kube-controller-manager"
   [ -f "$state/pki/sa.key" ] || openssl genrsa -out "$state/pki/sa.key" 2048 2> /dev/null
   [ -f "$state/pki/sa.pub" ] || openssl rsa -in "$state/pki/sa.key" -pubout -out "$state/pki/sa.pub" 2> /dev/null
   kubeconfig admin.kubeconfig admin
   kubeconfig kubelet.kubeconfig kubelet
+  kubeconfig kube-scheduler.kubeconfig kube-scheduler
+  kubeconfig kube-controller-manager.kubeconfig controller-manager
 }
 
 configs() {
@@ -297,6 +357,14 @@ serializeImagePulls: false
 # by the agent's RLIMIT_NPROC first.
 podPidsLimit: 4096
 EOF
+  # The scheduler's client may bind a few hundred pods a second (the
+  # default, 50/s, would pace a 10,000-pod burst on simulated nodes).
+  cat > "$state/kube-scheduler.yaml" << EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: $state/kube-scheduler.kubeconfig, qps: 300, burst: 600}
+leaderElection: {leaderElect: false}
+EOF
 }
 
 running() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2> /dev/null; }
@@ -346,12 +414,32 @@ up() {
     --kubelet-certificate-authority="$state/pki/ca.crt" --kubelet-preferred-address-types=InternalIP \
     --enable-admission-plugins=NodeRestriction --profiling=false
   wait_for kube-apiserver 120 curl -fsS --cacert "$state/pki/ca.crt" "$api/readyz"
+  # Pods are placed by the scheduler (none names its node); of the
+  # controllers, those a sandbox namespace relies on: ResourceQuota usage
+  # (quota admission refuses pods until it is computed), the default
+  # service account, namespace deletion, and node loss (NotReady taints,
+  # eviction, pods of deleted nodes).
+  start kube-scheduler "$bin/kube-scheduler" --config="$state/kube-scheduler.yaml" \
+    --bind-address=127.0.0.1 --secure-port=10259 --authentication-skip-lookup=true \
+    --authentication-kubeconfig="$state/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig="$state/kube-scheduler.kubeconfig"
+  start kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig="$state/kube-controller-manager.kubeconfig" --leader-elect=false \
+    --bind-address=127.0.0.1 --secure-port=10257 --authentication-skip-lookup=true \
+    --authentication-kubeconfig="$state/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$state/kube-controller-manager.kubeconfig" \
+    --controllers=resourcequota-controller,serviceaccount-controller,namespace-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller \
+    --service-account-private-key-file="$state/pki/sa.key" --root-ca-file="$state/pki/ca.crt" \
+    --kube-api-qps=100 --kube-api-burst=200
   start containerd "$bin/containerd" --config "$state/containerd.toml"
   wait_for containerd 30 "$bin/ctr" --address "$run/containerd.sock" version
   images
   start kubelet "$bin/kubelet" --config="$state/kubelet.yaml" --kubeconfig="$state/kubelet.kubeconfig" \
     --hostname-override="$node" --node-ip="$node_ip" --root-dir="$state/kubelet" --v=1
   wait_for "node $node Ready" 120 kubectl_ node-ready "$node"
+  wait_for kube-scheduler 60 curl -fsSk https://127.0.0.1:10259/healthz
+  wait_for kube-controller-manager 60 curl -fsSk https://127.0.0.1:10257/healthz
+  if [ "$kwok_nodes" != 0 ]; then kwok_up; fi
   kubectl_ setup "$node"
   log "up: KUBECONFIG=$state/admin.kubeconfig"
 }
@@ -374,7 +462,7 @@ images() {
 }
 
 down() {
-  for name in kubelet kube-apiserver etcd; do stop "$name"; done
+  for name in kwok kubelet kube-controller-manager kube-scheduler kube-apiserver etcd; do stop "$name"; done
   # Pods' containers outlive the kubelet: stop them through containerd.
   if running containerd; then
     local ctr=("$bin/ctr" --address "$run/containerd.sock" -n k8s.io)
@@ -404,7 +492,7 @@ stop() {
 }
 
 status() {
-  for name in etcd kube-apiserver containerd kubelet; do
+  for name in etcd kube-apiserver kube-scheduler kube-controller-manager containerd kubelet kwok; do
     if running "$name"; then echo "$name: running (pid $(cat "$run/$name.pid"))"; else echo "$name: stopped"; fi
   done
   running kube-apiserver && kubectl_ status || true
@@ -415,6 +503,6 @@ case "${1:-}" in
   down) down ;;
   status) status ;;
   build) packages && build ;;
-  env) echo "export KUBECONFIG=$state/admin.kubeconfig SANDGYM_K8S_NODE=$node" ;;
+  env) echo "export KUBECONFIG=$state/admin.kubeconfig" ;;
   *) echo "usage: $0 up|down|status|build|env" >&2; exit 2 ;;
 esac

@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from ..base import Runtime, SandboxError, SandboxSpec
 from ..browser import LAUNCHER_DIR, MARKER_ENV, STATE_IN_SANDBOX, AppSpec, BrowserLimits, BrowserSandbox
 from ..host_processes import environs
-from .api import api_message, container_running, init_done, pod_problem, pod_statuses
+from .api import container_running, init_done, pod_problem, pod_statuses
 from .pods import POOL_LABEL, REQUESTS, hardened_pod, mounts_tar, pod_labels, secure_context, stager_container
 from .watch import PodWatcher
 
@@ -438,10 +438,7 @@ def make_browser_pod(rt: KubernetesRuntime, template: dict[str, Any], sources: l
     if idle_s:
         pod["metadata"]["labels"][POOL_LABEL] = "1"
         rt.made_ahead(name, True)
-    try:
-        rt.core.create_namespaced_pod(rt.namespace, pod)
-    except Exception as e:
-        raise SandboxError(f"could not create browser pod {name}: {api_message(e)}") from e
+    rt.create_pod(pod, "browser pod")
     # The folders no ConfigMap holds (their volumes are emptyDirs) are copied in.
     copied = [i for i, v in enumerate(volumes_of(pod)) if v.startswith("mount-")]
     try:

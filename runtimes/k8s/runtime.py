@@ -66,6 +66,7 @@ from .api import (
     pod_stream,
 )
 from .attach import AttachBridge
+from .limits import MAX_PODS_ENV, PodSlots, RateLimiter, limit_client, limit_settings, quota_refusal
 from .mounts import MountMaps
 from .pods import POOL_LABEL, RUN_ID, RUN_LABEL, mounts_tar, network_policy, pod_labels, pod_manifest
 from .watch import PodWatcher, shared_watcher
@@ -132,10 +133,22 @@ class KubernetesRuntime(Runtime):
         registry: str | None = None,
         pool: int | None = None,
         pool_max: int | None = None,
+        qps: float | None = None,
+        burst: int | None = None,
+        max_pods: int | None = None,
+        node_selector: dict[str, str] | None = None,
+        tolerations: list[dict] | None = None,
     ):
         if isolation not in RUNTIME_CLASSES:
             raise ValueError(f"unknown isolation {isolation!r}; choices: {', '.join(RUNTIME_CLASSES)}")
         self.pool, most, starters, rate = pool_settings(pool, pool_max)
+        qps, burst, retries, max_pods, self.quota_wait_s = limit_settings(qps, burst, max_pods)
+        self.limiter = RateLimiter(qps, burst)
+        self.slots = PodSlots(max_pods)
+        self._slotted: set[str] = set()  # pods holding a slot until their delete call returns
+        self.quota_waits = 0  # creates the namespace's ResourceQuota refused, then retried
+        # Where pods may go, beyond the node's default (e.g. simulated nodes).
+        self.node_selector, self.tolerations = node_selector, tolerations
         self.isolation = isolation
         self.nested_namespaces = isolation != "runc"  # RuntimeDefault seccomp refuses them under runc
         self.namespace = namespace or os.environ.get(NAMESPACE_ENV) or DEFAULT_NAMESPACE
@@ -146,6 +159,7 @@ class KubernetesRuntime(Runtime):
         self.image = image or self._pulled(default_image())
         self.kubeconfig = kubeconfig
         self.api_client = load_client(kubeconfig)
+        limit_client(self.api_client, self.limiter, retries)
         client, _ = kubernetes_client()
         self.core = client.CoreV1Api(self.api_client)
         # The client's stream() swaps its ApiClient's request method for a
@@ -160,9 +174,7 @@ class KubernetesRuntime(Runtime):
         self._agent_source = AGENT_SOURCE.read_bytes()
         self.watcher = shared_watcher(kubeconfig, self.namespace, f"{RUN_LABEL}={RUN_ID}")
         self._deleter = BackgroundRemover(
-            lambda sid: self.core.delete_namespaced_pod(
-                sid, self.namespace, grace_period_seconds=0, _request_timeout=30
-            ),
+            lambda sid: self.delete_pod(sid, request_timeout=30),
             "sandgym-k8s-deleter",
             drain_timeout_s=120,
         )
@@ -217,12 +229,20 @@ class KubernetesRuntime(Runtime):
                     ) from None
                 raise
         # Pods get no token: the namespace's default service account must
-        # exist (no controller manager makes it on a bare cluster) and mount none.
-        self._create_if_missing(
-            lambda: self.core.create_namespaced_service_account(
-                self.namespace, {"metadata": {"name": "default"}, "automountServiceAccountToken": False}
-            )
-        )
+        # exist (a cluster without a controller manager has none) and mount
+        # none (the one a controller manager makes would mount its token).
+        account = {"metadata": {"name": "default"}, "automountServiceAccountToken": False}
+        self._create_if_missing(lambda: self.core.create_namespaced_service_account(self.namespace, account))
+        try:
+            if (
+                self.core.read_namespaced_service_account("default", self.namespace).automount_service_account_token
+                is not False
+            ):
+                self.core.patch_namespaced_service_account("default", self.namespace, account)
+        except Exception as e:
+            raise RuntimeUnavailable(
+                f"runtime 'k8s': cannot set up namespace {self.namespace!r}'s default service account: {api_message(e)}"
+            ) from None
         networking = client.NetworkingV1Api(self.api_client)
         self._create_if_missing(lambda: networking.create_namespaced_network_policy(self.namespace, network_policy()))
 
@@ -369,8 +389,8 @@ class KubernetesRuntime(Runtime):
         started.bridge.close()
         self._deleter.submit(started.sid)
 
-    def _start(self, spec: SandboxSpec, image: str, stocked: bool) -> _Started:
-        """Create a pod for `spec`, copy its mounts in, start its agent and wait for it to answer."""
+    def sandbox_pod(self, spec: SandboxSpec, image: str, stocked: bool = False) -> tuple[str, dict, list[int]]:
+        """(name, manifest, indices of the mounts its init container copies in) of a sandbox pod for `spec`."""
         sid = f"sg-k8s-{uuid.uuid4().hex[:10]}"
         extra_s = POOL_MAX_IDLE_S if stocked else 0.0
         labels = pod_labels(spec.wall_timeout_s + extra_s)
@@ -388,17 +408,19 @@ class KubernetesRuntime(Runtime):
             # Each task costs a gVisor sandbox about 5 MB of its memory limit;
             # past it the sentry dies, agent included (runtimes/gvisor.py).
             config["limits"]["pids"] = min(spec.pids, RUNSC_MAX_PIDS)
-        start = time.perf_counter()
         maps = [self.mount_maps.get(m.source) for m in spec.mounts]
         copied = [i for i, found in enumerate(maps) if found is None]
         manifest = pod_manifest(spec, sid, image, config, self.runtime_class, self.node, labels, extra_s, maps)
         manifest["metadata"]["annotations"] = annotations
+        return sid, manifest, copied
+
+    def _start(self, spec: SandboxSpec, image: str, stocked: bool) -> _Started:
+        """Create a pod for `spec`, copy its mounts in, start its agent and wait for it to answer."""
+        start = time.perf_counter()
+        sid, manifest, copied = self.sandbox_pod(spec, image, stocked)
         if stocked:
             self.made_ahead(sid, True)
-        try:
-            self.core.create_namespaced_pod(self.namespace, manifest)
-        except Exception as e:
-            raise SandboxError(f"could not create sandbox {sid}: {api_message(e)}") from e
+        self.create_pod(manifest, "sandbox")
         bridge = None
         try:
             if copied:
@@ -502,11 +524,66 @@ class KubernetesRuntime(Runtime):
                     out.append(f"; {s.name}'s output: {text.strip()[-400:]}")
         return "".join(out)
 
-    def delete_pod(self, sid: str) -> None:
+    def place(self, manifest: dict) -> dict:
+        """The pod with this runtime's node selector and tolerations added."""
+        spec = manifest["spec"]
+        if self.node_selector:
+            spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **self.node_selector}
+        if self.tolerations:
+            spec["tolerations"] = list(spec.get("tolerations", [])) + list(self.tolerations)
+        return manifest
+
+    def create_pod(self, manifest: dict, what: str) -> None:
+        """Create the pod (its name in `manifest`) once a slot of the per-run
+        cap (SANDGYM_K8S_MAX_PODS) is free, waiting while the namespace's
+        ResourceQuota is used up (SANDGYM_K8S_QUOTA_WAIT_S at most)."""
+        sid = manifest["metadata"]["name"]
+        self.place(manifest)
+        self.slots.take(
+            self.quota_wait_s,
+            lambda: SandboxError(
+                f"could not create {what} {sid}: this run already holds {self.slots.cap} pods "
+                f"({MAX_PODS_ENV}); close some sandboxes or raise the cap"
+            ),
+        )
+        with self.pool_lock:
+            self._slotted.add(sid)
+        deadline = time.monotonic() + self.quota_wait_s
+        delay = 0.25
+        while True:
+            try:
+                self.core.create_namespaced_pod(self.namespace, manifest)
+                return
+            except Exception as e:
+                if quota_refusal(e) and time.monotonic() + delay < deadline:
+                    self.quota_waits += 1
+                    time.sleep(delay)  # a pod of the namespace may go meanwhile
+                    delay = min(delay * 2, 4.0)
+                    continue
+                self._release(sid)
+                message = api_message(e)
+                if quota_refusal(e):
+                    message = (
+                        f"the namespace {self.namespace!r} stayed at its ResourceQuota for "
+                        f"{self.quota_wait_s:.0f} s ({message}); raise the quota or run fewer sandboxes at once"
+                    )
+                raise SandboxError(f"could not create {what} {sid}: {message}") from e
+
+    def _release(self, sid: str) -> None:
+        with self.pool_lock:
+            if sid not in self._slotted:
+                return
+            self._slotted.discard(sid)
+        self.slots.give()
+
+    def delete_pod(self, sid: str, request_timeout: float | None = None) -> None:
         try:
-            self.core.delete_namespaced_pod(sid, self.namespace, grace_period_seconds=0)
+            self.core.delete_namespaced_pod(
+                sid, self.namespace, grace_period_seconds=0, _request_timeout=request_timeout
+            )
         except Exception:  # already gone; gc catches anything left
             pass
+        self._release(sid)
 
 
 def source_ids(paths: list[str]) -> tuple:

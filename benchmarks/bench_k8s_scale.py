@@ -1,0 +1,191 @@
+"""Benchmark: N sandbox pods through sandgym's k8s control path onto simulated (KWOK) nodes.
+
+    SANDGYM_K8S_KWOK_NODES=200 scripts/k8s-cluster.sh up
+    eval $(scripts/k8s-cluster.sh env)
+    .venv/bin/python benchmarks/bench_k8s_scale.py --pods 1000 [--workers 32] [--json FILE]
+
+Each pod is the sandbox pod `KubernetesRuntime` makes for the default spec
+(`sandbox_pod`), created with the runtime's own client (its QPS/burst
+limit and backoff, `create_pod`), its readiness read from the runtime's
+watch (`watcher.wait`), deleted with `delete_pod`. The runtime is given
+the simulated nodes' selector and toleration, so the pods land only there
+(the tests' pods never do: the nodes are tainted). KWOK runs no container,
+so the agent channel is skipped: create, scheduled, ready, delete.
+
+`--workers` threads each create a pod and wait for it to be Ready; once
+all are, the same threads delete them all, and the clock stops when the
+watch has seen every one go. Written to `--json`: pods, errors,
+create_per_s (pods created per second of the create phase),
+ready_p50_s/p95_s/p99_s (from create call to Ready, per pod),
+delete_per_s, apiserver_rss_mb (the API server's peak resident set, read
+from /proc during the run), with the load average at start and end.
+Raise SANDGYM_K8S_QPS/SANDGYM_K8S_BURST to let the client go faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+from sandgym.runtimes import SandboxError, SandboxSpec
+from sandgym.runtimes.k8s.runtime import KubernetesRuntime
+
+KWOK_SELECTOR = {"type": "kwok"}
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}
+APISERVER_PID = Path("/run/sandgym-k8s/kube-apiserver.pid")
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class PeakRss(threading.Thread):
+    """The API server's largest resident set seen, sampled every second."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        try:
+            self.pid = int(APISERVER_PID.read_text())
+        except (OSError, ValueError):
+            self.pid = 0
+        self.peak = rss_mb(self.pid) if self.pid else 0.0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(1.0):
+            self.peak = max(self.peak, rss_mb(self.pid)) if self.pid else 0.0
+
+
+def ready(pod) -> bool:
+    return bool(pod.spec.node_name) and any(
+        c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or [])
+    )
+
+
+def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
+    rt = KubernetesRuntime(pool=0, namespace=namespace, node_selector=KWOK_SELECTOR, tolerations=[KWOK_TOLERATION])
+    spec = SandboxSpec()
+    image = rt.image_of(spec.image)
+    todo: queue.Queue[int] = queue.Queue()
+    for i in range(pods):
+        todo.put(i)
+    names: list[str] = []
+    latencies: list[float] = []
+    errors: list[str] = []
+    lock = threading.Lock()
+    created_at: list[float] = []
+
+    def create_worker() -> None:
+        while True:
+            try:
+                todo.get_nowait()
+            except queue.Empty:
+                return
+            sid, manifest, _ = rt.sandbox_pod(spec, image)
+            t0 = time.perf_counter()
+            try:
+                rt.create_pod(manifest, "sandbox")
+            except SandboxError as e:
+                with lock:
+                    errors.append(str(e))
+                continue
+            with lock:
+                names.append(sid)
+                created_at.append(time.perf_counter())
+            got = rt.watcher.wait(sid, ready, timeout_s)
+            with lock:
+                if got is None or isinstance(got, str):
+                    errors.append(f"{sid}: {got or 'not Ready in time'}")
+                else:
+                    latencies.append(time.perf_counter() - t0)
+
+    rss = PeakRss()
+    rss.start()
+    start_load = os.getloadavg()
+    t_start = time.perf_counter()
+    threads = [threading.Thread(target=create_worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    create_s = (max(created_at) if created_at else time.perf_counter()) - t_start
+    print(f"created {len(names)} in {create_s:.1f} s; Ready {len(latencies)}; errors {len(errors)}", flush=True)
+
+    deleting: queue.Queue[str] = queue.Queue()
+    for sid in names:
+        deleting.put(sid)
+    t_delete = time.perf_counter()
+
+    def delete_worker() -> None:
+        while True:
+            try:
+                sid = deleting.get_nowait()
+            except queue.Empty:
+                return
+            rt.delete_pod(sid)
+
+    threads = [threading.Thread(target=delete_worker) for _ in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    left = [sid for sid in names if rt.watcher.wait(sid, lambda p: False, timeout_s) != "gone"]
+    delete_s = time.perf_counter() - t_delete
+    rss.stop.set()
+    errors += [f"{sid}: not gone after delete" for sid in left]
+    result = {
+        "pods": pods,
+        "errors": len(errors),
+        "create_per_s": round(len(names) / create_s, 1) if create_s > 0 else 0.0,
+        "ready_p50_s": round(pct(latencies, 50), 3),
+        "ready_p95_s": round(pct(latencies, 95), 3),
+        "ready_p99_s": round(pct(latencies, 99), 3),
+        "delete_per_s": round(len(names) / delete_s, 1) if delete_s > 0 else 0.0,
+        "apiserver_rss_mb": round(max(rss.peak, rss_mb(rss.pid) if rss.pid else 0.0), 1),
+        "workers": workers,
+        "client_qps": rt.limiter.qps,
+        "client_burst": rt.limiter.burst,
+        "client_waits": rt.limiter.waited,
+        "client_retries": rt.limiter.retries,
+        "load_start": [round(x, 2) for x in start_load],
+        "load_end": [round(x, 2) for x in os.getloadavg()],
+        "first_errors": errors[:5],
+    }
+    rt.close()
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pods", type=int, default=1000)
+    ap.add_argument("--workers", type=int, default=32, help="creates (then deletes) in flight")
+    ap.add_argument("--namespace", default="sandgym-scale")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds a pod may take to turn Ready or go")
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args()
+    result = run(args.pods, args.workers, args.namespace, args.timeout)
+    print(json.dumps(result, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
