@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -262,5 +263,10 @@ def remount_read_only(path: Path) -> None:
     subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True, capture_output=True)
 
 
+# The progress line printed per finished episode when stderr is no terminal.
+PROGRESS_LINE = re.compile(r"[\w-]+ \d+/\d+( .*)?")
+
+
 def error_lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line.strip()]
+    """What a run printed, without its progress lines."""
+    return [line for line in text.splitlines() if line.strip() and not PROGRESS_LINE.fullmatch(line)]

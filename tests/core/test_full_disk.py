@@ -18,6 +18,8 @@ import pytest
 
 from sandgym.specs import TaskSet, bundled_task_set
 
+from ._faults import error_lines
+
 
 def sandgym(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "SANDGYM_WARM_UP": "0", "COLUMNS": "200"}
@@ -29,7 +31,7 @@ def sandgym(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
+    lines = error_lines(proc.stderr)
     assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
     return lines[0]
 
