@@ -14,7 +14,6 @@ import pytest
 
 from sandgym.runtimes.docker.runtime import OWNER_LABEL
 from sandgym.runtimes.k8s.pods import OWNER_LABEL as K8S_OWNER_LABEL
-from sandgym.runtimes.k8s.runtime import NODE_ENV as K8S_NODE_ENV
 
 BACKENDS = [
     "local",
@@ -36,7 +35,7 @@ def sandgym_sandboxes() -> set[str]:
     but the pods this process's warm pools made ahead and handed to no one
     (the pools refill in the background, whatever a test does)."""
     found = {c.id for c in sandgym_containers()}
-    if os.environ.get(K8S_NODE_ENV):
+    if os.environ.get("KUBECONFIG"):  # set by the k8s_cluster fixture while the test cluster is in use
         from kubernetes import client
 
         from sandgym.runtimes.k8s.api import load_client
