@@ -19,6 +19,8 @@ class AttachBridge:
         self.host_end, self._far = socket.socketpair()
         self.stderr_tail = bytearray()
         self._describe = describe
+        self._lock = threading.Lock()
+        self._running = 2  # the two threads below; the last one out frees the websocket
         threading.Thread(target=self._down, name=f"sandgym-k8s-down-{describe}", daemon=True).start()
         threading.Thread(target=self._up, name=f"sandgym-k8s-up-{describe}", daemon=True).start()
 
@@ -41,6 +43,7 @@ class AttachBridge:
             pass
         finally:
             self._shut()
+            self._done()
 
     def _up(self) -> None:  # host -> pod
         try:
@@ -53,13 +56,31 @@ class AttachBridge:
             pass
         finally:
             self._shut()
+            self._done()
 
     def _shut(self) -> None:
-        for close in (lambda: self._far.shutdown(socket.SHUT_RDWR), self.ws.close):
+        # Shut down, never close, while a thread may still use a socket: a
+        # closed descriptor's number is reused at once (by any other
+        # connection of this process), and a thread reading the old number
+        # would take that connection's bytes.
+        for sock in (self._far, getattr(self.ws, "sock", None)):
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def _done(self) -> None:
+        """One thread out; the last one frees the websocket and its end of the pair."""
+        with self._lock:
+            self._running -= 1
+            last = self._running == 0
+        if last:
             try:
-                close()
+                self.ws.shutdown()
             except Exception:
                 pass
+            self._far.close()
 
     def close(self) -> None:
         self._shut()
