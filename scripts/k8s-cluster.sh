@@ -79,7 +79,7 @@ build() {
         printf ')\n'
       } > tools.go
       go mod tidy
-      log "building $want$K8S_VERSION (a cold build of all four takes 40-70 min on 2 cores)"
+      log "building ${want% } at $K8S_VERSION (cold: 4 to 70 min on 2 cores, seen here)"
       start=$(date +%s)
       local minor=${K8S_VERSION#v1.}
       minor=${minor%%.*}
