@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import secrets
 import socket
 import tarfile
 import time
@@ -22,7 +23,14 @@ EXPIRES_LABEL = "sandgym.expires"
 POOL_LABEL = "sandgym.pool"  # "1": made ahead by a warm pool, before any caller asked for it
 RUN_ID = uuid.uuid4().hex[:12]
 NETWORK_POLICY = "sandgym-default-deny"
-SANDBOX_UID = 1000
+SANDBOX_UID = 1000  # browser pods' pod-level default (their containers name their own)
+# Each sandbox pod runs as a uid of its own. RLIMIT_NPROC (the agent's
+# `pids`) counts every task of a uid in the node's user namespace: pods
+# sharing one uid would share one budget, and one pod's fork bomb would
+# leave the others unable to fork. Drawn at random from 2^30 values (two of
+# 1,000 pods alive at once share one with probability about 0.05%).
+POD_UID_BASE = 1 << 30
+POD_UID_SPAN = (1 << 30) - 1  # the largest is 2^31 - 2: runAsUser is at most 2^31 - 1
 REQUESTS = {"cpu": "10m", "memory": "32Mi"}
 
 # Runs as the sandbox container's command: reads the agent's source from
@@ -124,6 +132,7 @@ def pod_manifest(
             continue
         volumes.append({"name": name, "emptyDir": {}})
         stage_mounts.append({"name": name, "mountPath": f"/stage/{i}"})
+    uid = sandbox_uid()
     memory = _quantity_mi(spec.memory_mb + 64)
     limits = {
         "cpu": f"{int(spec.cpus * 1000)}m",
@@ -142,7 +151,7 @@ def pod_manifest(
             "stdinOnce": True,
             "tty": False,
             "workingDir": spec.workdir,
-            "securityContext": secure_context(),
+            "securityContext": secure_context(uid),
             # Small requests: a node holds as many idle sandboxes as
             # its memory allows; the limits bound each one.
             "resources": {"limits": limits, "requests": REQUESTS},
@@ -154,11 +163,17 @@ def pod_manifest(
         labels,
         volumes,
         containers,
-        [stager_container(image, stage_mounts)] if stage_mounts else [],
+        [stager_container(image, stage_mounts, uid)] if stage_mounts else [],
         runtime_class,
         node,
         int(spec.wall_timeout_s + idle_s) + 60,
+        uid,
     )
+
+
+def sandbox_uid() -> int:
+    """A sandbox pod's uid (and gid): its own, so that its process budget is its own."""
+    return POD_UID_BASE + secrets.randbelow(POD_UID_SPAN)
 
 
 def secure_context(uid: int = SANDBOX_UID) -> dict:
@@ -174,7 +189,7 @@ def secure_context(uid: int = SANDBOX_UID) -> dict:
     }
 
 
-def stager_container(image: str, stage_mounts: list[dict]) -> dict:
+def stager_container(image: str, stage_mounts: list[dict], uid: int = SANDBOX_UID) -> dict:
     """The init container that unpacks the tar `stage_mounts_into` sends into `stage_mounts` (at /stage/<i>)."""
     return {
         "name": "stage",
@@ -184,7 +199,8 @@ def stager_container(image: str, stage_mounts: list[dict]) -> dict:
         "stdin": True,
         "stdinOnce": True,
         "tty": False,
-        "securityContext": secure_context(),
+        # The sandbox's own uid: what it copies is the sandbox's to read.
+        "securityContext": secure_context(uid),
         "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}, "requests": REQUESTS},
         "volumeMounts": stage_mounts,
     }
@@ -199,6 +215,7 @@ def hardened_pod(
     runtime_class: str | None,
     node: str | None,
     deadline_s: int,
+    uid: int = SANDBOX_UID,
 ) -> dict:
     """A pod of sandgym's: no restarts, no service-account token, no host
     namespaces, non-root with RuntimeDefault seccomp, killed at once, ended
@@ -218,8 +235,8 @@ def hardened_pod(
             "activeDeadlineSeconds": deadline_s,
             "securityContext": {
                 "runAsNonRoot": True,
-                "runAsUser": SANDBOX_UID,
-                "runAsGroup": SANDBOX_UID,
+                "runAsUser": uid,
+                "runAsGroup": uid,
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
             "volumes": volumes,
