@@ -21,8 +21,11 @@ What runs, all on loopback:
   served task id (from the server's task list).
 
 It reads verifiers' own records (`traces.jsonl`) and writes
-`{"episodes": N, "reward_mean": R}` to `--json` (oracle 1.0, null 0.0). An
-episode verifiers recorded as failed (an error, not a score) makes it exit 1.
+`{"episodes": N, "reward_mean": R}` to `--json` (oracle 1.0, null 0.0), and
+prints the outcomes sandgym's server counted (`passed`, `failed` ...). An
+episode verifiers recorded as failed (an error, not a score), or one sandgym
+could not judge (`env_error`, which verifiers' OpenEnv env scores 0.0),
+makes it exit 1.
 
 verifiers pins `openai<3` and `mcp==2.0.0`, which sandgym's lock does not
 allow, so it lives in a virtualenv of its own:
@@ -345,6 +348,22 @@ def summarize(run_dir: Path) -> tuple[dict[str, Any], list[str]]:
     return {"episodes": len(rewards), "reward_mean": mean}, failed
 
 
+def served_outcomes(serve_url: str) -> dict[str, int]:
+    """The outcomes of the episodes the server judged (its Prometheus
+    `sandgym_episodes_total{outcome}`): verifiers' OpenEnv env reads only the
+    reward, which is 0.0 for an `env_error` too, so this tells a failed
+    answer from an episode sandgym could not judge."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = httpx.get(f"{serve_url}/metrics", timeout=30).raise_for_status().text
+    counts: dict[str, int] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "sandgym_episodes_total" and sample.value:
+                counts[sample.labels["outcome"]] = counts.get(sample.labels["outcome"], 0) + int(sample.value)
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     ap.add_argument("--policy", choices=["oracle", "null"], default="oracle")
@@ -368,7 +387,14 @@ def main(argv: list[str] | None = None) -> int:
         model_url = stack.enter_context(model_server(lambda messages: reply_for(plays, messages)))
         run_dir = vf_eval(venv, serve_url, model_url, args.policy, out, args.tasks, args.concurrency)
         summary, failed = summarize(run_dir)
+        outcomes = served_outcomes(serve_url)
     print(json.dumps(summary))
+    print(f"outcomes (sandgym serve's /metrics): {json.dumps(outcomes, sort_keys=True)}")
+    unjudged = {k: n for k, n in outcomes.items() if k in ("env_error", "not_executed")}
+    if unjudged:
+        failed.append(
+            f"sandgym could not judge {sum(unjudged.values())} episode(s) {unjudged}, scored 0.0 by verifiers"
+        )
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(summary) + "\n")

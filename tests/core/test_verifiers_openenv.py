@@ -3,7 +3,8 @@ sandgym's served SWE env with its own engine: examples/verifiers_openenv.py
 runs `sandgym serve` (local runtime, real sandboxes and verifier), a scripted
 model on loopback, and `vf-eval` with verifiers' OpenEnv env, its `null`
 harness and the `sandgym-openenv` taskset. The oracle scores 1.0 on each of
-the 5 bundled tasks, the null policy 0.0, read from verifiers' own records."""
+the 5 bundled tasks, the null policy 0.0, read from verifiers' own records;
+the server judged them `passed` and `failed` (not `env_error`)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ def test_verifiers_plays_the_served_swe_env(tmp_path, policy, reward, turns):
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
     assert json.loads(result.read_text()) == {"episodes": 5, "reward_mean": reward}
+    # what sandgym's server judged: each null episode a wrong answer, not an env_error
+    (line,) = (x for x in done.stdout.splitlines() if x.startswith("outcomes "))
+    assert json.loads(line.partition(": ")[2]) == {"passed" if reward else "failed": 5}
 
     # verifiers' own records: one episode per bundled task, the model's turns
     # through its chat program, each trace scored by the OpenEnv env.
