@@ -79,3 +79,7 @@ bash scripts/docker-engine.sh
 # and SandboxFusion's own client in a venv of its own, which tests drive it with.
 .venv/bin/sandgym images build polyglot
 .venv/bin/python -c 'import sys; sys.path.insert(0, "tests"); from fusion.sandbox_fusion_client import client_python; client_python()'
+# Prime Intellect's verifiers 0.4.0 in a venv of its own (its pins, openai<3
+# and mcp==2.0.0, conflict with the lock): every version pinned, wheels only,
+# for examples/verifiers_openenv.py and its test (cached: instant when made).
+.venv/bin/python examples/verifiers_openenv.py --setup
