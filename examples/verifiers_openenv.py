@@ -59,6 +59,7 @@ from typing import Any
 
 import httpx
 
+from sandgym.envs.swe_repo.actions import null_actions, oracle_actions
 from sandgym.specs import TaskSet, bundled_task_set
 from sandgym.specs.swe_repo import SWETaskPair
 
@@ -150,9 +151,7 @@ def scripted_actions(policy: str) -> dict[str, list[Action]]:
     plays: dict[str, list[Action]] = {}
     for task in TaskSet.load(bundled_task_set("swe_repo")).tasks:
         pair = SWETaskPair.of(task)
-        marker = "SANDGYM_GOLD_PATCH_EOF"
-        gold = {"tool": "bash", "command": f"git apply --whitespace=nowarn <<'{marker}'\n{pair.hidden.patch}{marker}\n"}
-        plays[pair.visible.id] = [gold, {"tool": "submit"}] if policy == "oracle" else [{"tool": "submit"}]
+        plays[pair.visible.id] = oracle_actions(pair.hidden.patch) if policy == "oracle" else null_actions()
     return plays
 
 

@@ -266,6 +266,20 @@ def _from_text(text: str) -> ToolCall:
     return ToolCall("str_replace", {"path": path, "old": old, "new": new})
 
 
+def oracle_actions(patch: str) -> list[dict]:
+    """The reference solution as actions: apply the gold `patch`, then submit."""
+    marker = "SANDGYM_GOLD_PATCH_EOF"
+    return [
+        {"tool": "bash", "command": f"git apply --whitespace=nowarn <<'{marker}'\n{patch}{marker}\n"},
+        {"tool": "submit"},
+    ]
+
+
+def null_actions() -> list[dict]:
+    """Submit the repository as it stands."""
+    return [{"tool": "submit"}]
+
+
 def chat_tools() -> list[dict]:
     """OpenAI-style tool schemas made from `TOOL_MODELS`; a call maps onto the
     dict action {"tool": NAME, **ARGS} (`tool_action`)."""

@@ -53,7 +53,7 @@ from sandgym.verifiers.swe_repo.sandbox import (
     sandbox_spec,
 )
 
-from .actions import ActionError, ToolCall, chat_tools, parse_action, tool_action
+from .actions import ActionError, ToolCall, chat_tools, null_actions, oracle_actions, parse_action, tool_action
 
 TOOLS_DIR = "/opt/sandgym/swe_tools"
 SHELL_STATE = "/tmp/.sandgym_shell"
@@ -322,15 +322,10 @@ class SWERepoEnv(SandgymEnv):
     def oracle_actions(self) -> list[dict]:
         """Apply the gold patch, then submit (the current task)."""
         assert self.task is not None, "call reset() first"
-        patch = self.task.hidden.patch
-        marker = "SANDGYM_GOLD_PATCH_EOF"
-        return [
-            {"tool": "bash", "command": f"git apply --whitespace=nowarn <<'{marker}'\n{patch}{marker}\n"},
-            {"tool": "submit"},
-        ]
+        return oracle_actions(self.task.hidden.patch)
 
     def null_actions(self) -> list[dict]:
-        return [{"tool": "submit"}]
+        return null_actions()
 
     def chat_tools(self) -> list[dict]:
         """Tool schemas for chat models (the harness's openai policy), from `actions.TOOL_MODELS`."""
