@@ -12,6 +12,7 @@ without the marker fails, naming the marker it needs.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from pathlib import Path
@@ -132,6 +133,13 @@ def pytest_configure(config):
     # `sandgym eval` starts the local zygote ahead of its first sandbox; a
     # quick test's run never gets to one (refused up front, or a null policy).
     os.environ["SANDGYM_WARM_UP"] = "0"
+
+
+def pytest_unconfigure(config):
+    """The tripwire's folder goes with the run that made it."""
+    log = os.environ.get(TRIPWIRE_LOG)
+    if config.getoption("--quick") and log:
+        shutil.rmtree(Path(log).parent, ignore_errors=True)
 
 
 def needs_sandbox(item: pytest.Item) -> bool:
