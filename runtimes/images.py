@@ -122,11 +122,16 @@ def image_for(name: str, default: str) -> str:
     return name
 
 
+IMAGE_IO_TIMEOUT_S = 1800
+
+
 def docker_client():
     import docker
 
     try:
-        client = docker.from_env()
+        # Saving or importing an image of a few GB streams for minutes on a
+        # loaded machine: the SDK's 60 s read timeout cut a setup short here.
+        client = docker.from_env(timeout=IMAGE_IO_TIMEOUT_S)
         client.ping()
         return client
     except Exception as e:  # the SDK raises several kinds here
