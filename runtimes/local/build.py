@@ -8,9 +8,9 @@ unprivileged host user outside (the local runtime's `default_drop_to`).
 It sees the folders it is given, read-only, and exactly one writable
 folder; /tmp is a small tmpfs. Everything else of the host is absent.
 
-The folders are handed to bubblewrap as open descriptors (`--bind-fd`), so
-the unprivileged user needs no right to walk the host path leading to
-them (a cache under /root, a test's private tmp_path).
+bubblewrap runs as that unprivileged user, so it must be able to walk
+the host paths of the folders it binds (a descriptor does not help:
+bubblewrap resolves it back to its path).
 
 What the command leaves in the writable folder is still hostile: the
 caller checks it (file types, modes, links) before the host uses it.
@@ -18,7 +18,6 @@ caller checks it (file types, modes, links) before the host uses it.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -45,8 +44,9 @@ def run_build(
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run `argv` in a build sandbox; `writable` is (host folder, where the
-    sandbox sees it), `read_only` maps sandbox paths to host folders. The
-    host folder must be writable by `build_user()`. Raises RuntimeUnavailable
+    sandbox sees it), `read_only` maps sandbox paths to host folders. Every
+    host folder must be reachable by `build_user()`, the writable one
+    writable by it. Raises RuntimeUnavailable
     when bubblewrap or the image's root is missing, TimeoutExpired after
     `timeout_s` (the sandbox dies with bubblewrap)."""
     bwrap = shutil.which("bwrap")
@@ -59,23 +59,14 @@ def run_build(
     # walks the path, and a test's cache may link to the shared tree.
     root = rootfs(SandboxSpec().image).resolve()
     etc_dir = stage_files("etc", SANDBOX_ETC)
-    fds: list[int] = []
-    try:
-        a = image_root_args(bwrap, drop_to, root, etc_dir)
-        a += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
-        for target, source in sorted(read_only.items()):
-            fds.append(os.open(source, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
-            a += ["--ro-bind-fd", str(fds[-1]), target]
-        fds.append(os.open(writable[0], os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC))
-        a += ["--bind-fd", str(fds[-1]), writable[1]]
-        a += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
-        for k, v in {"PATH": BUILD_PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **(env or {})}.items():
-            a += ["--setenv", k, v]
-        a += ["--", *argv]
-        # umask 022: the files' modes do not depend on the caller's.
-        return subprocess.run(
-            a, pass_fds=fds, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL, umask=0o022
-        )
-    finally:
-        for fd in fds:
-            os.close(fd)
+    a = image_root_args(bwrap, drop_to, root, etc_dir)
+    a += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+    for target, source in sorted(read_only.items()):
+        a += ["--ro-bind", str(source), target]
+    a += ["--bind", str(writable[0]), writable[1]]
+    a += ["--remount-ro", "/", "--chdir", "/tmp", "--clearenv"]
+    for k, v in {"PATH": BUILD_PATH, "HOME": "/tmp", "LANG": "C.UTF-8", **(env or {})}.items():
+        a += ["--setenv", k, v]
+    a += ["--", *argv]
+    # umask 022: the files' modes do not depend on the caller's.
+    return subprocess.run(a, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL, umask=0o022)

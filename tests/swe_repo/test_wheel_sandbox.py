@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,14 @@ from sandgym.verifiers.swe_repo.wheels import (
     BOX_VENV,
     BOX_WHEELS,
     SANDBOX_PYTHON,
+    Step,
     WheelError,
+    build_area,
     check_wheel,
     install_step,
     pip_dir,
     sandboxed,
+    venv_place,
 )
 
 from .wheel_craft import make_wheel, public_folder, snapshot
@@ -106,11 +110,12 @@ def test_ordinary_wheels_pass_the_checks(tmp_path):
 
 
 @pytest.fixture
-def fresh_venv(tmp_path) -> Path:
-    """An empty venv in a folder only root can enter, as test_venv makes it."""
-    venv = tmp_path / "private" / "venv"
-    subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
-    return venv
+def fresh_venv(tmp_path) -> Iterator[Path]:
+    """An empty venv in a build area, as test_venv makes it."""
+    with build_area(tmp_path) as area:
+        venv = venv_place(area)
+        subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
+        yield venv
 
 
 @pytest.fixture
@@ -128,8 +133,15 @@ def host_watch(tmp_path):
     assert snapshot(watched) == before, "a host folder outside the sandbox changed"
 
 
-def _hostile(script: str) -> tuple[str, list[str]]:
-    return "installing (a hostile program in pip's place)", ["/bin/sh", "-c", script]
+@pytest.fixture
+def wheels() -> Iterator[Path]:
+    """A wheels folder the build user can read."""
+    with public_folder() as d:
+        yield d
+
+
+def _hostile(script: str) -> Step:
+    return Step("a hostile program in pip's place", ["/bin/sh", "-c", script])
 
 
 @pytest.mark.sandbox
@@ -174,11 +186,9 @@ def test_what_a_hostile_build_leaves_is_refused(fresh_venv, host_watch, script, 
 
 
 @pytest.mark.sandbox
-def test_pip_in_the_sandbox_refuses_a_traversing_wheel_unchecked(tmp_path, fresh_venv, host_watch):
+def test_pip_in_the_sandbox_refuses_a_traversing_wheel_unchecked(fresh_venv, host_watch, wheels):
     """Past the host's checks (skipped here), pip itself, sandboxed, still
     writes nothing outside: the sandbox holds even if pip were fooled."""
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
     make_wheel(wheels, NAME, {f"../../../../../..{OUTSIDE}/x.py": b"x = 1\n", "ok.py": b""})
     read_only = {f"{BOX_PIP}/pip": pip_dir(), BOX_WHEELS: wheels}
     with pytest.raises(WheelError) as err:
@@ -187,9 +197,7 @@ def test_pip_in_the_sandbox_refuses_a_traversing_wheel_unchecked(tmp_path, fresh
 
 
 @pytest.mark.sandbox
-def test_pip_in_the_sandbox_drops_setuid_bits_unchecked(tmp_path, fresh_venv, host_watch):
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
+def test_pip_in_the_sandbox_drops_setuid_bits_unchecked(fresh_venv, host_watch, wheels):
     make_wheel(wheels, NAME, {"probe_suid.py": b"x = 1\n"}, {"probe_suid.py": stat.S_IFREG | 0o6755})
     read_only = {f"{BOX_PIP}/pip": pip_dir(), BOX_WHEELS: wheels}
     sandboxed(fresh_venv, [install_step([f"{NAME}==1.0"])], read_only)
@@ -230,7 +238,8 @@ def test_a_pth_wheel_runs_nothing_at_install(links, tmp_path, host_watch):
     loads its site-packages: never during the build, on the host or in
     the sandbox; later only inside the sandboxes that run the tests."""
     inside = f"{BOX_VENV}/PTH-RAN"
-    hook = f"import os; [open(p, 'w').close() for p in ({OUTSIDE!r}, {inside!r}) if os.path.isdir(os.path.dirname(p))]\n"
+    targets = f"({OUTSIDE!r}, {inside!r})"
+    hook = f"import os; [open(p, 'w').close() for p in {targets} if os.path.isdir(os.path.dirname(p))]\n"
     make_wheel(links, NAME, {"sandgymprobewheel_hook.pth": hook.encode(), "probe_mod.py": b"x = 1\n"})
     venv = build_test_venv(Environment(requirements=[f"{NAME}==1.0"]))
     assert next(venv.glob("lib/python3*/site-packages/sandgymprobewheel_hook.pth")).read_text() == hook

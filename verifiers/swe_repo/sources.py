@@ -25,14 +25,13 @@ import os
 import shutil
 import subprocess
 import tarfile
-import tempfile
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 from sandgym.errors import SandgymError
 from sandgym.specs.swe_repo import PIN_RE, RepoSource, TestEnvironment, check_plain_name
-from sandgym.verifiers.swe_repo.wheels import WheelError, build_venv, compile_in_sandbox
+from sandgym.verifiers.swe_repo.wheels import WheelError, build_area, build_venv, compile_in_sandbox, venv_place
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -232,19 +231,15 @@ def test_venv(env: TestEnvironment) -> Path:
         for req in reqs:  # the spec's model checks this too; nothing else reaches pip here
             if not PIN_RE.fullmatch(req):
                 raise RepoError(f"environment.requirements: {req!r} is not name==version; fix the task spec")
-        # Built in a folder only we can enter: the build user owns the venv meanwhile.
-        private = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-        tmp = private / "venv"
-        try:
+        with build_area(dest.parent) as area:  # the build user owns the venv meanwhile
+            tmp = venv_place(area)
             subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(tmp)], check=True, capture_output=True)
             try:
                 build_venv(tmp, reqs, dest.with_name(dest.name + ".wheels"))
             except WheelError as e:
                 raise RepoError(str(e)) from None
             # Tests run as `python -m pytest`, so the scripts naming the build path do not matter.
-            os.rename(tmp, dest)
-        finally:
-            shutil.rmtree(private, ignore_errors=True)
+            shutil.move(tmp, dest)
         (dest / COMPILED_MARK).write_text("")
         (dest / ".complete").write_text("\n".join(all_requirements(env)) + "\n")
         os.chmod(dest, 0o755)
@@ -254,17 +249,14 @@ def test_venv(env: TestEnvironment) -> Path:
 def compile_venv(venv: Path) -> None:
     """Byte-compile a venv's modules with the sandboxes' interpreter, in a
     build sandbox (wheels.compile_step); for venvs cached before bytecode
-    was made. Moved into a folder only we can enter while the build user
-    owns it."""
-    private = Path(tempfile.mkdtemp(prefix=venv.name + ".", dir=venv.parent))
-    try:
-        os.rename(venv, private / "venv")
+    was made. Moved into a build area while the build user owns it; a venv
+    refused there is gone (built anew next time)."""
+    with build_area(venv.parent) as area:
+        tmp = venv_place(area)
+        shutil.move(venv, tmp)
         try:
-            compile_in_sandbox(private / "venv")
+            compile_in_sandbox(tmp)
         except WheelError as e:
             raise RepoError(str(e)) from None
-        finally:
-            os.rename(private / "venv", venv)
-    finally:
-        shutil.rmtree(private, ignore_errors=True)
+        shutil.move(tmp, venv)
     (venv / COMPILED_MARK).write_text("")

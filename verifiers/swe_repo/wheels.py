@@ -34,6 +34,7 @@ import importlib.util
 import io
 import os
 import re
+import secrets
 import shutil
 import stat
 import subprocess
@@ -42,6 +43,7 @@ import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from sandgym.errors import SandgymError
 from sandgym.runtimes.local.build import build_user, run_build
@@ -126,23 +128,24 @@ def run_pip(pip: list[str], work: Path, args: list[str]) -> subprocess.Completed
     )
 
 
-def fetch_wheels(reqs: list[str], dest: Path) -> list[Path]:
-    """Download the wheels `reqs` resolve to for SANDBOX_PYTHON, as the
-    build user; return root-owned copies in `dest` (made here), sorted."""
-    with pip_as_build_user() as (pip, work):
-        # Wheels only: an sdist's build backend (setup.py) would run here, on the host.
-        args = ["download", "--quiet", "--only-binary", ":all:", "--dest", str(work / "dl"), "--", *reqs]
-        r = run_pip(pip, work, args)
-        if r.returncode != 0:
-            raise WheelError(
-                f"downloading {reqs} failed (wheels only: a requirement with no wheel for this Python "
-                f"is refused, its build would run on the host):\n{r.stderr[-2000:]}"
-            )
-        dest.mkdir(mode=0o700)
-        for f in sorted((work / "dl").iterdir()):
-            if not f.name.endswith(".whl") or not stat.S_ISREG(os.lstat(f).st_mode):
-                raise WheelError(f"the download of {reqs} left {f.name!r}, not a wheel file; refused")
-            shutil.copyfile(f, dest / f.name, follow_symlinks=False)
+def fetch_wheels(reqs: list[str], pip: list[str], work: Path) -> list[Path]:
+    """Download the wheels `reqs` resolve to for SANDBOX_PYTHON with
+    `pip_as_build_user`'s (pip, work); return copies the build user cannot
+    change, in `work`'s sibling `wheels`, sorted."""
+    # Wheels only: an sdist's build backend (setup.py) would run here, on the host.
+    args = ["download", "--quiet", "--only-binary", ":all:", "--dest", str(work / "dl"), "--", *reqs]
+    r = run_pip(pip, work, args)
+    if r.returncode != 0:
+        raise WheelError(
+            f"downloading {reqs} failed (wheels only: a requirement with no wheel for this Python "
+            f"is refused, its build would run on the host):\n{r.stderr[-2000:]}"
+        )
+    dest = work.parent / "wheels"
+    dest.mkdir()
+    for f in sorted((work / "dl").iterdir()):
+        if not f.name.endswith(".whl") or not stat.S_ISREG(os.lstat(f).st_mode):
+            raise WheelError(f"the download of {reqs} left {f.name!r}, not a wheel file; refused")
+        shutil.copyfile(f, dest / f.name, follow_symlinks=False)
     return sorted(dest.iterdir())
 
 
@@ -222,16 +225,23 @@ def write_manifest(wheels: list[Path], manifest: Path) -> None:
 # -- 2. in the build sandbox ---------------------------------------------------------
 
 
-def _in_sandbox(what: str, venv: Path, argv: list[str], read_only: dict[str, Path]) -> str:
-    """Run `argv` in a build sandbox that sees the venv at BOX_VENV (writable); its stderr."""
+class Step(NamedTuple):
+    """One command of a build, run in its own build sandbox."""
+
+    what: str  # for messages: "installing [...]"
+    argv: list[str]
+    any_exit: bool = False  # its exit status says nothing (compileall's 1: some file did not compile)
+
+
+def _in_sandbox(step: Step, venv: Path, read_only: dict[str, Path]) -> None:
+    """Run `step` in a build sandbox that sees the venv at BOX_VENV (writable)."""
     try:
-        r = run_build(argv, (venv, BOX_VENV), read_only, STEP_TIMEOUT_S)
+        r = run_build(step.argv, (venv, BOX_VENV), read_only, STEP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise WheelError(f"{what} in the build sandbox took over {STEP_TIMEOUT_S:.0f} s; stopped") from None
-    err = r.stderr.decode("utf-8", "replace")
-    if r.returncode != 0 and what.startswith("installing"):
-        raise WheelError(f"{what} in the build sandbox failed (exit {r.returncode}):\n{err[-2000:]}")
-    return err
+        raise WheelError(f"{step.what} in the build sandbox took over {STEP_TIMEOUT_S:.0f} s; stopped") from None
+    if r.returncode != 0 and not step.any_exit:
+        err = r.stderr.decode("utf-8", "replace")
+        raise WheelError(f"{step.what} in the build sandbox failed (exit {r.returncode}):\n{err[-2000:]}")
 
 
 def own_links(venv: Path) -> dict[str, str]:
@@ -270,46 +280,75 @@ def check_tree(venv: Path, links: dict[str, str]) -> None:
                 raise refuse(rel, f"has mode {oct(st.st_mode & 0o7777)} (world-writable)")
 
 
-def sandboxed(venv: Path, steps: list[tuple[str, list[str]]], read_only: dict[str, Path]) -> None:
-    """Run `steps` over `venv` in build sandboxes, check what they left and
-    give the venv back to us. `venv`'s parent must be private to us: the
-    build user owns the venv meanwhile."""
+def world_traversable(path: Path) -> bool:
+    return all(os.stat(p).st_mode & stat.S_IXOTH for p in [path, *path.parents])
+
+
+@contextmanager
+def build_area(near: Path) -> Iterator[Path]:
+    """A folder for a venv being built: root's, crossable by the build user
+    but not listable (0711), so a venv in it under a random name is out of
+    other users' reach. Beside `near` (a rename away) when the build user
+    can walk there, else in the temp folder."""
+    near = near.resolve()
+    base = near if build_user() is None or world_traversable(near) else Path(tempfile.gettempdir())
+    area = Path(tempfile.mkdtemp(prefix=".sandgym-build-", dir=base))
+    try:
+        os.chmod(area, 0o711)
+        yield area
+    finally:
+        shutil.rmtree(area, ignore_errors=True)
+
+
+def venv_place(area: Path) -> Path:
+    """A place in `build_area` for a venv, under a name no one can guess."""
+    return area / secrets.token_hex(16)
+
+
+def sandboxed(venv: Path, steps: list[Step], read_only: dict[str, Path]) -> None:
+    """Run `steps` over `venv` (in a `build_area`) in build sandboxes, check
+    what they left and give the venv back to us. The build user owns the
+    venv meanwhile; once the sandboxes are gone, its area is closed to it."""
     links = own_links(venv)
     user = build_user()
     if user:
         _give(venv, user)
-    for what, argv in steps:
-        _in_sandbox(what, venv, argv, read_only)
+    try:
+        for step in steps:
+            _in_sandbox(step, venv, read_only)
+    finally:
+        os.chmod(venv.parent, 0o700)
     check_tree(venv, links)
     if user:
         _give(venv, (os.getuid(), os.getgid()))
 
 
-def compile_step() -> tuple[str, list[str]]:
+def compile_step() -> Step:
     """Byte-compile with the sandboxes' interpreter (same magic number and
     cache tag), timestamp mode: sandboxes see the files through bind mounts,
     which keep mtimes and sizes. What does not compile stays as it is."""
     lib = f"{BOX_VENV}/lib"
-    return "compiling", [SANDBOX_PYTHON, "-I", "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "timestamp", lib]
+    argv = [SANDBOX_PYTHON, "-I", "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "timestamp", lib]
+    return Step("compiling", argv, any_exit=True)
 
 
-def install_step(reqs: list[str]) -> tuple[str, list[str]]:
+def install_step(reqs: list[str]) -> Step:
     argv = [f"{BOX_VENV}/bin/python", "-E", "-s", "-B", f"{BOX_PIP}/pip"]
     argv += ["install", "--isolated", "--no-index", "--find-links", BOX_WHEELS, "--only-binary", ":all:"]
     argv += ["--no-compile", "--no-cache-dir", "--disable-pip-version-check", "--quiet", "--", *reqs]
-    return f"installing {reqs}", argv
+    return Step(f"installing {reqs}", argv)
 
 
 def build_venv(venv: Path, reqs: list[str], manifest: Path) -> None:
     """Install the pinned `reqs` into the fresh venv `venv` (made by
-    `SANDBOX_PYTHON -m venv --without-pip` in a folder private to us) and
+    `SANDBOX_PYTHON -m venv --without-pip` at `venv_place`) and
     byte-compile it, as the module doc says."""
-    with tempfile.TemporaryDirectory(prefix="sandgym-wheels-") as d:
-        wheels = fetch_wheels(reqs, Path(d) / "wheels")
+    with pip_as_build_user() as (pip, work):
+        wheels = fetch_wheels(reqs, pip, work)
         for w in wheels:
             check_wheel(w)
         write_manifest(wheels, manifest)
-        read_only = {f"{BOX_PIP}/pip": pip_dir(), BOX_WHEELS: Path(d) / "wheels"}
+        read_only = {f"{BOX_PIP}/pip": work.parent / "pip" / "pip", BOX_WHEELS: work.parent / "wheels"}
         sandboxed(venv, [install_step(reqs), compile_step()], read_only)
 
 
