@@ -149,14 +149,15 @@ def test_the_sandbox_sees_nothing_of_the_host_and_has_no_network(fresh_venv, hos
     script = (
         f"set -u; out={BOX_VENV}/seen;"
         f"ls {host_watch} >>$out 2>&1 && echo SAW-HOST >>$out;"
-        f"echo x > {OUTSIDE} 2>>$out && echo WROTE-OUTSIDE >>$out;"
+        f"echo x > {host_watch}/secret 2>>$out && echo WROTE-HOST >>$out;"
+        f"echo x > {OUTSIDE} 2>>$out;"  # (its own /tmp: host_watch checks the host's)
         f"echo x > {BOX_VENV}/../escape 2>>$out && echo WROTE-BESIDE >>$out;"
         f"touch /usr/escape 2>>$out && echo WROTE-ROOT >>$out;"
         "id -u >>$out; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sed 's/^/iface:/' >>$out; true"
     )
     sandboxed(fresh_venv, [_hostile(script)], {})
     seen = (fresh_venv / "seen").read_text()
-    for bad in ("SAW-HOST", "WROTE-OUTSIDE", "WROTE-BESIDE", "WROTE-ROOT"):
+    for bad in ("SAW-HOST", "WROTE-HOST", "WROTE-BESIDE", "WROTE-ROOT"):
         assert bad not in seen, seen
     assert [line for line in seen.splitlines() if line.startswith("iface:")] == ["iface:lo"], seen  # no network
     assert "\n1000\n" in f"\n{seen}", seen  # not root inside either
