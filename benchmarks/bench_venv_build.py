@@ -16,7 +16,8 @@ Both download from the index (no pip cache on either side). Printed: P50
 and P95 of each and their ratio, the load average, then how the two
 venvs of the last round differ: every path, its type and mode, and the
 content of every file but the bytecode (which embeds the source's path and
-mtime) and the entry-point scripts (whose first line names the build path).
+mtime), with the build path masked where a file names it (scripts,
+activate files, pyvenv.cfg, the scripts' hashes in RECORD).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -64,8 +66,15 @@ def sandbox_build(reqs: list[str], cache: Path) -> Path:
         del os.environ["SANDGYM_CACHE"]
 
 
+# Where a venv was built, as its scripts, activate files and pyvenv.cfg name it:
+# the host build's folder, the sandbox build's random name on the host
+# (venv's own files) or /opt/venv (pip's scripts, written in the sandbox);
+# the activate files' prompt is the folder's name.
+BUILD_PATH = re.compile(rb"(?:/(?:[^\s'\"/:]+/)*|\b)(?:host-\d+|[0-9a-f]{32}|venv)(?=[/\s'\":)]|$)")
+
+
 def tree(root: Path) -> dict[str, tuple[str, int, str]]:
-    """path -> (kind, mode, content digest: '' for bytecode, the rest of a script after its first line)."""
+    """path -> (kind, mode, content digest: '' for bytecode, the build path masked where it is named)."""
     out = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for n in dirnames + filenames:
@@ -82,10 +91,12 @@ def tree(root: Path) -> dict[str, tuple[str, int, str]]:
                 data = p.read_bytes()
                 if rel.endswith(".pyc"):
                     digest = ""
-                elif rel.startswith("bin/"):  # the first line names the build path
-                    digest = hashlib.sha256(data.split(b"\n", 1)[-1]).hexdigest()
-                elif rel == "pyvenv.cfg":  # its `command` line names the build path
-                    lines = [ln for ln in data.splitlines() if not ln.startswith(b"command")]
+                elif rel.startswith("bin/") or rel == "pyvenv.cfg":  # they name the build path
+                    digest = hashlib.sha256(BUILD_PATH.sub(b"VENV", data)).hexdigest()
+                elif rel.endswith(".dist-info/RECORD"):  # the hashes of the scripts, which name it
+                    lines = [
+                        re.sub(rb",sha256=[^,]*,\d*$", b"", ln) if b"/bin/" in ln else ln for ln in data.splitlines()
+                    ]
                     digest = hashlib.sha256(b"\n".join(lines)).hexdigest()
                 else:
                     digest = hashlib.sha256(data).hexdigest()
@@ -130,7 +141,9 @@ def main() -> None:
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cpus")
         diff = differences(tree(last["host"]), tree(last["sandbox"]))
         n = len(tree(last["host"]))
-        print(f"venv trees: {n} entries in the host build; {len(diff)} differences (bytecode and script heads aside)")
+        print(
+            f"venv trees: {n} entries in the host build; {len(diff)} differences (bytecode aside, the build path masked)"
+        )
         for line in diff[:40]:
             print("  " + line)
     finally:
