@@ -142,7 +142,8 @@ def main() -> None:
         diff = differences(tree(last["host"]), tree(last["sandbox"]))
         n = len(tree(last["host"]))
         print(
-            f"venv trees: {n} entries in the host build; {len(diff)} differences (bytecode aside, the build path masked)"
+            f"venv trees: {n} entries in the host build; {len(diff)} differences"
+            " (bytecode aside, the build path masked)"
         )
         for line in diff[:40]:
             print("  " + line)
