@@ -7,7 +7,8 @@ far, this process's resident memory and open descriptors, the resident
 memory and count of the sandbox user's processes under us (Chromium, the
 web app, the agent), and any wrong outcome. After `env.close()` it prints
 what is left: processes of the sandbox user under us, and descriptors
-beyond the count before the first episode. At the end: the memory growth
+beyond the count before the first episode (once the Playwright driver,
+which outlives its last browser by SANDGYM_PLAYWRIGHT_LINGER_S, is gone). At the end: the memory growth
 per 1000 episodes (least squares over the readings after warm-up), the
 time 10,000 episodes would take at the measured rate, and the load average.
 
@@ -92,6 +93,7 @@ def reading(episodes: int, start: float) -> Reading:
 def soak(episodes: int, every: int, report=None) -> SoakResult:
     """Play `episodes` episodes on one env; a reading every `every` (passed to `report`)."""
     from sandgym.envs.browser_form.env import BrowserFormEnv
+    from sandgym.runtimes.browser import LINGER_S
 
     out = SoakResult(fds_before=open_fds())
     procs_before = descendants_of_user()
@@ -122,6 +124,10 @@ def soak(episodes: int, every: int, report=None) -> SoakResult:
     while descendants_of_user() - procs_before and time.monotonic() < deadline:
         time.sleep(0.05)
     out.procs_left = len(descendants_of_user() - procs_before)
+    # The Playwright driver outlives its last browser by LINGER_S (for the next one), by design.
+    deadline = time.monotonic() + LINGER_S + 10
+    while open_fds() > out.fds_before and time.monotonic() < deadline:
+        time.sleep(0.2)
     out.fds_after = open_fds()
     return out
 
