@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 from sandgym.errors import SandgymError
 from sandgym.runtimes.local.build import build_user, run_build
+from sandgym.runtimes.tempdirs import owned_tempdir
 
 SANDBOX_PYTHON = "/usr/bin/python3"
 # Where the build sandbox sees its folders.
@@ -104,8 +105,8 @@ def pip_as_build_user() -> Iterator[tuple[list[str], Path]]:
     its own to write in), for pip's work over data from elsewhere that needs
     the network: resolving and downloading wheels. Its own copy of pip, so
     the build user need not read the folder ours lives in."""
-    with tempfile.TemporaryDirectory(prefix="sandgym-pip-") as d:
-        scratch = Path(d)
+    scratch = owned_tempdir("pip")  # (`sandgym gc` removes a killed process's)
+    try:
         work = scratch / "work"
         work.mkdir(mode=0o700)
         shutil.copytree(pip_dir(), scratch / "pip" / "pip", symlinks=True)
@@ -114,6 +115,8 @@ def pip_as_build_user() -> Iterator[tuple[list[str], Path]]:
             os.chmod(scratch, 0o711)
             _give(work, user)
         yield as_build_user([SANDBOX_PYTHON, "-E", "-s", str(scratch / "pip" / "pip")]), work
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def run_pip(pip: list[str], work: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
@@ -292,7 +295,7 @@ def build_area(near: Path) -> Iterator[Path]:
     can walk there, else in the temp folder."""
     near = near.resolve()
     base = near if build_user() is None or world_traversable(near) else Path(tempfile.gettempdir())
-    area = Path(tempfile.mkdtemp(prefix=".sandgym-build-", dir=base))
+    area = owned_tempdir("build", base)
     try:
         os.chmod(area, 0o711)
         yield area
