@@ -72,7 +72,8 @@ class Reading:
 @dataclass
 class SoakResult:
     readings: list[Reading] = field(default_factory=list)
-    wrong: list[tuple[int, str, str, str]] = field(default_factory=list)  # (episode, task, policy, outcome)
+    # (episode, task, policy, outcome, the verdict's detail)
+    wrong: list[tuple[int, str, str, str, str]] = field(default_factory=list)
     fds_before: int = 0
     fds_after: int = 0
     procs_left: int = 0
@@ -113,7 +114,8 @@ def soak(episodes: int, every: int, report=None) -> SoakResult:
                     break
             expected = "passed" if policy == "oracle" else "failed"
             if info.get("outcome") != expected:
-                out.wrong.append((i, task_id, policy, str(info.get("outcome"))))
+                detail = str(getattr(env.last_verdict, "detail", ""))[:300]
+                out.wrong.append((i, task_id, policy, str(info.get("outcome")), detail))
             if (i + 1) % every == 0 or i + 1 == episodes:
                 out.readings.append(reading(i + 1, start))
                 if report:
