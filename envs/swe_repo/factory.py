@@ -29,8 +29,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -62,7 +60,8 @@ from sandgym.errors import SandgymError
 from sandgym.runtimes.base import SandboxError
 from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
 from sandgym.specs.swe_repo import RepoSource, SWETaskPair, TestEnvironment
-from sandgym.verifiers.swe_repo.sources import SANDBOX_PYTHON, RepoError, find_sdist, pristine_tree, test_venv
+from sandgym.verifiers.swe_repo.sources import RepoError, find_sdist, pristine_tree, test_venv
+from sandgym.verifiers.swe_repo.wheels import pip_as_build_user, run_pip
 
 # 2: hidden failing tests, held-out tests, issue levels, combined bugs;
 # 3: mutants without tells (mutation style 3), blind solvers, whole-suite
@@ -200,30 +199,11 @@ def pin_requirements(requirements: list[str]) -> list[str]:
             raise FactoryError(str(e)) from None
 
     def resolve(reqs: list[str]) -> dict[str, str]:
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "--python",
-                SANDBOX_PYTHON,
-                "install",
-                "--dry-run",
-                # Wheels only: an sdist's build backend (setup.py) would run
-                # here, on the host, to read its metadata.
-                "--only-binary",
-                ":all:",
-                "--ignore-installed",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--report",
-                "-",
-                "--",
-                *reqs,
-            ],
-            capture_output=True,
-            text=True,
-        )
+        # As the unprivileged build user, under the sandboxes' interpreter (its markers).
+        with pip_as_build_user() as (pip, work):
+            args = ["install", "--dry-run", "--ignore-installed", "--quiet", "--report", "-"]
+            # Wheels only: an sdist's build backend (setup.py) would run here, on the host, to read its metadata.
+            r = run_pip(pip, work, [*args, "--only-binary", ":all:", "--", *reqs])
         if r.returncode != 0:
             raise FactoryError(f"cannot resolve test requirements {reqs}: {r.stderr[-1500:]}")
         report = json.loads(r.stdout)

@@ -16,6 +16,15 @@ from pathlib import Path
 
 from ..rootfs import root_args
 
+# The sandbox's own users and host names, bound over the image's /etc.
+SANDBOX_ETC = {
+    "passwd": "root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/workspace:/bin/sh\n",
+    "group": "root:x:0:\nsandbox:x:1000:\n",
+    "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+    "hostname": "sandbox\n",
+    "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+}
+
 
 def image_root_args(bwrap: str, drop_to: tuple[int, int] | None, root: Path, etc_dir: Path) -> list[str]:
     """`setpriv` (when dropping root) and bwrap with the namespaces and the

@@ -41,7 +41,7 @@ from ..host_processes import environs, kill_tree
 from ..rootfs import rootfs
 from ..staging import BOUNDARY_DIR, stage_dir, stage_files, staging_root
 from ..stock import STOCK_MAX_IDLE_S, Stock, prestart_setting, waiting
-from .bwrap import image_root_args
+from .bwrap import SANDBOX_ETC, image_root_args
 
 SANDBOX_PYTHON = "/usr/bin/python3"
 READY_TIMEOUT_S = 30.0
@@ -249,16 +249,7 @@ class LocalRuntime(Runtime):
                 raise RuntimeUnavailable("runtime 'local' as root needs setpriv: run `apt-get install util-linux`")
             self.drop_to = (uid, gid)
         self.agent_dir = stage_dir(BOUNDARY_DIR, AGENT_FILES)
-        self.etc_dir = stage_files(
-            "etc",
-            {
-                "passwd": "root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/workspace:/bin/sh\n",
-                "group": "root:x:0:\nsandbox:x:1000:\n",
-                "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
-                "hostname": "sandbox\n",
-                "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
-            },
-        )
+        self.etc_dir = stage_files("etc", SANDBOX_ETC)
         self.use_zygote = zygote
         self.prestart = prestart_setting(prestart, PRESTART_ENV)
         self._stock: Stock[_Spawned] | None = None

@@ -212,11 +212,13 @@ def test_the_swe_venv_is_byte_compiled_in_place(tmp_path, monkeypatch):
     """A venv cached before bytecode was made is compiled on first use."""
     import shutil
 
+    from sandgym.runtimes.rootfs import rootfs_cache
     from sandgym.specs import bundled_dir
     from sandgym.verifiers.swe_repo.sources import COMPILED_MARK, environment_key, test_venv
 
     env = swe_tasks(TaskSet.load(bundled_dir() / "swe_repo" / "billing-v1"))[0].visible.environment
     cached = test_venv(env)
+    (tmp_path / "rootfs").symlink_to(rootfs_cache())  # the build sandbox's image root
     monkeypatch.setenv("SANDGYM_CACHE", str(tmp_path))
     old = tmp_path / "venvs" / environment_key(env)
     shutil.copytree(cached, old, symlinks=True, ignore=shutil.ignore_patterns("__pycache__", COMPILED_MARK))

@@ -2,13 +2,14 @@
 
 A local sdist whose setup.py writes a file on the host stands in for any
 published sdist: pip is offered it (PIP_FIND_LINKS, read by the real pip
-the factory and the venv builder run) and must never build it, neither to
-resolve the pins nor to install the test venv. pytest itself still comes
-from PyPI, so these tests need the package index."""
+the factory and the venv builder run, as an unprivileged user) and must
+never build it, neither to resolve the pins nor to install the test venv.
+pytest itself still comes from PyPI, so these tests need the package index."""
 
 from __future__ import annotations
 
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,27 +20,31 @@ from sandgym.specs.swe_repo import TestEnvironment as Environment
 from sandgym.verifiers.swe_repo.sources import RepoError
 from sandgym.verifiers.swe_repo.sources import test_venv as build_test_venv
 
+from .wheel_craft import public_folder
+
 NAME = "sandgymprobeevil"
 
 
 @pytest.fixture
-def hostile_sdist(tmp_path, monkeypatch) -> Path:
+def hostile_sdist(tmp_path, monkeypatch) -> Iterator[Path]:
     """A find-links folder offering NAME 1.0 as an sdist whose build writes
     the returned path; the venv cache in tmp_path."""
-    marker = tmp_path / "BUILT-ON-THE-HOST"
-    src = tmp_path / f"{NAME}-1.0"
-    src.mkdir()
-    (src / "setup.py").write_text(
-        f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
-        f"from setuptools import setup\nsetup(name={NAME!r}, version='1.0')\n"
-    )
-    links = tmp_path / "links"
-    links.mkdir()
-    with tarfile.open(links / f"{NAME}-1.0.tar.gz", "w:gz") as tar:
-        tar.add(src, arcname=src.name)
-    monkeypatch.setenv("PIP_FIND_LINKS", str(links))
-    monkeypatch.setenv("SANDGYM_CACHE", str(tmp_path / "cache"))
-    return marker
+    with public_folder() as links:  # readable by the unprivileged user pip runs as
+        out = links / "out"
+        out.mkdir()
+        out.chmod(0o1777)  # a build as any user could leave the marker
+        marker = out / "BUILT-ON-THE-HOST"
+        src = tmp_path / f"{NAME}-1.0"
+        src.mkdir()
+        (src / "setup.py").write_text(
+            f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n"
+            f"from setuptools import setup\nsetup(name={NAME!r}, version='1.0')\n"
+        )
+        with tarfile.open(links / f"{NAME}-1.0.tar.gz", "w:gz") as tar:
+            tar.add(src, arcname=src.name)
+        monkeypatch.setenv("PIP_FIND_LINKS", str(links))
+        monkeypatch.setenv("SANDGYM_CACHE", str(tmp_path / "cache"))
+        yield marker
 
 
 def test_resolving_pins_never_builds_an_sdist(hostile_sdist):

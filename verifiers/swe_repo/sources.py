@@ -8,7 +8,9 @@ under `cache_dir()`, keyed by what it is made of:
 - virtualenvs with a task's pinned test requirements, made with Debian's
   /usr/bin/python3 so that the same venv runs inside local sandboxes (which
   see the host's /usr) and in the bookworm container images. The network is
-  used only here, at build time; sandboxes never have it. Each venv is
+  used only here, at build time, by an unprivileged download of wheels;
+  pip lays them out in a build sandbox and the venv is checked before use
+  (wheels.py); sandboxes never have the network. Each venv is
   byte-compiled once by that same interpreter (`compile_venv`): sandboxes
   mount it read-only and never write bytecode, so without this every test
   run would compile pytest and its plugins from source.
@@ -23,13 +25,13 @@ import os
 import shutil
 import subprocess
 import tarfile
-import tempfile
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
 from sandgym.errors import SandgymError
 from sandgym.specs.swe_repo import PIN_RE, RepoSource, TestEnvironment, check_plain_name
+from sandgym.verifiers.swe_repo.wheels import WheelError, build_area, build_venv, compile_in_sandbox, venv_place
 
 PYPI_SIMPLE = "https://pypi.org/simple"
 SANDBOX_PYTHON = "/usr/bin/python3"
@@ -214,7 +216,9 @@ def environment_key(env: TestEnvironment) -> str:
 
 def test_venv(env: TestEnvironment) -> Path:
     """A venv with pytest and the pinned requirements, built once (network
-    only here) and reused by every task that names the same set."""
+    only here) and reused by every task that names the same set. The wheels
+    are fetched on the host as an unprivileged user; pip lays them out in a
+    build sandbox, and the result is checked before use (wheels.py)."""
     dest = cache_dir() / "venvs" / environment_key(env)
     with cache_lock(dest):
         if (dest / ".complete").exists():
@@ -223,61 +227,36 @@ def test_venv(env: TestEnvironment) -> Path:
             return dest
         if dest.exists():
             shutil.rmtree(dest)
-        tmp = Path(tempfile.mkdtemp(prefix=dest.name + ".", dir=dest.parent))
-        try:
+        reqs = all_requirements(env)
+        for req in reqs:  # the spec's model checks this too; nothing else reaches pip here
+            if not PIN_RE.fullmatch(req):
+                raise RepoError(f"environment.requirements: {req!r} is not name==version; fix the task spec")
+        with build_area(dest.parent) as area:  # the build user owns the venv meanwhile
+            tmp = venv_place(area)
             subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(tmp)], check=True, capture_output=True)
-            # The host's pip installs into the venv: Debian's python3 has no pip.
-            import sys
-
-            reqs = all_requirements(env)
-            for req in reqs:  # the spec's model checks this too; nothing else reaches pip here
-                if not PIN_RE.fullmatch(req):
-                    raise RepoError(f"environment.requirements: {req!r} is not name==version; fix the task spec")
-            r = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "--python",
-                    str(tmp / "bin" / "python"),
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-compile",
-                    # Wheels only: a wheel is unpacked, never run; an sdist's
-                    # build backend (setup.py) would run here, on the host.
-                    "--only-binary",
-                    ":all:",
-                    "--",
-                    *reqs,
-                ],
-                capture_output=True,
-                text=True,
-            )
-            if r.returncode != 0:
-                raise RepoError(
-                    f"installing {reqs} failed (wheels only: a requirement with no wheel for this Python "
-                    f"is refused, its build would run on the host):\n{r.stderr[-2000:]}"
-                )
+            try:
+                build_venv(tmp, reqs, dest.with_name(dest.name + ".wheels"))
+            except WheelError as e:
+                raise RepoError(str(e)) from None
             # Tests run as `python -m pytest`, so the scripts naming the build path do not matter.
-            os.rename(tmp, dest)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        compile_venv(dest)
+            shutil.move(tmp, dest)
+        (dest / COMPILED_MARK).write_text("")
         (dest / ".complete").write_text("\n".join(all_requirements(env)) + "\n")
         os.chmod(dest, 0o755)
     return dest
 
 
 def compile_venv(venv: Path) -> None:
-    """Byte-compile a venv's modules with the sandboxes' interpreter (same
-    magic number and cache tag). Timestamp mode: the sandboxes see the
-    files through bind mounts, which keep their mtimes and sizes. Files that
-    do not compile (Python 2 leftovers, test data) are left as they are."""
-    lib = venv / "lib"
-    subprocess.run(
-        [SANDBOX_PYTHON, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "timestamp", str(lib)],
-        capture_output=True,
-    )
+    """Byte-compile a venv's modules with the sandboxes' interpreter, in a
+    build sandbox (wheels.compile_step); for venvs cached before bytecode
+    was made. Moved into a build area while the build user owns it; a venv
+    refused there is gone (built anew next time)."""
+    with build_area(venv.parent) as area:
+        tmp = venv_place(area)
+        shutil.move(venv, tmp)
+        try:
+            compile_in_sandbox(tmp)
+        except WheelError as e:
+            raise RepoError(str(e)) from None
+        shutil.move(tmp, venv)
     (venv / COMPILED_MARK).write_text("")
