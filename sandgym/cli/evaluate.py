@@ -29,15 +29,21 @@ DEFAULT_ENV = "sandgym/CodeFunction-v0"
 
 
 def env_of_tasks(env: str | None, tasks: str | None) -> str:
-    """--env as given; else the env of the family --tasks names (read from its
-    taskset.yaml through the task-set loader); else the default env."""
+    """--env as given; else the env of the family --tasks names (its
+    taskset.yaml alone: the tasks are loaded once, later, while the runtime
+    warms up); else the default env."""
     if env is not None:
         return env
     if tasks is None:
         return DEFAULT_ENV
     from sandgym.families import family
 
-    return family(load_task_set(tasks).meta.family).env_id
+    from ..specs import TaskSet, TaskSpecError
+
+    try:
+        return family(TaskSet.load_meta(tasks).family).env_id
+    except TaskSpecError as e:
+        fail(str(e))
 
 
 def check_option_names(env: str, kwargs: dict[str, Any]) -> None:

@@ -175,6 +175,11 @@ class YAMLRefused(yaml.YAMLError):
     """YAML that parses but that a task file may not hold (aliases, too deep, too many nodes)."""
 
 
+def _where(event: Any) -> str:
+    """Where a YAML event starts, for an error (made only when one is raised)."""
+    return f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
+
+
 class _Guard(yaml.composer.Composer):
     """A composer that refuses anchors and aliases (so no alias can expand
     into a billion nodes), nesting deeper than MAX_SPEC_DEPTH, more than
@@ -188,31 +193,33 @@ class _Guard(yaml.composer.Composer):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[attr-defined]
-        where = f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
         if isinstance(event, yaml.AliasEvent):
             raise YAMLRefused(
-                f"a YAML alias (*{event.anchor}) at {where}: anchors and aliases are not allowed "
+                f"a YAML alias (*{event.anchor}) at {_where(event)}: anchors and aliases are not allowed "
                 "in task files; write the value out"
             )
         if event.anchor is not None:
             raise YAMLRefused(
-                f"a YAML anchor (&{event.anchor}) at {where}: anchors and aliases are not allowed "
+                f"a YAML anchor (&{event.anchor}) at {_where(event)}: anchors and aliases are not allowed "
                 "in task files; write the value out"
             )
         self._nodes += 1
         if self._nodes > MAX_SPEC_NODES:
-            raise YAMLRefused(f"more than {MAX_SPEC_NODES:,} values (at {where}); a task file must be smaller")
+            raise YAMLRefused(
+                f"more than {MAX_SPEC_NODES:,} values (at {_where(event)}); a task file must be smaller"
+            )
         if isinstance(event, yaml.ScalarEvent):
             bad = _SURROGATE.search(event.value)
             if bad:
                 raise YAMLRefused(
-                    f"a string at {where} holds a lone surrogate (U+{ord(bad.group()):04X}), which is not Unicode text"
+                    f"a string at {_where(event)} holds a lone surrogate (U+{ord(bad.group()):04X}), "
+                    "which is not Unicode text"
                 )
             return super().compose_node(parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_SPEC_DEPTH:
-                raise YAMLRefused(f"nesting deeper than {MAX_SPEC_DEPTH} levels at {where}")
+                raise YAMLRefused(f"nesting deeper than {MAX_SPEC_DEPTH} levels at {_where(event)}")
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -346,17 +353,27 @@ class TaskSet:
             shown = ", ".join(self.ids[:10]) + (" ..." if len(self) > 10 else "")
             raise UnknownTask(f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}") from None
 
-    @classmethod
-    def load(cls, folder: str | Path) -> TaskSet:
-        """Load a task-set folder; a name such as `swe_repo/pypi-v1` that is no
-        folder here finds the bundled set of that name."""
+    @staticmethod
+    def _read_meta(folder: str | Path) -> tuple[Path, TaskSetMeta]:
         root = resolve_task_set(folder)
         if not root.is_dir():
             raise TaskSpecError(f"{root}: not a task-set folder (expected taskset.yaml, tasks/, hidden/)")
         meta_path = root / "taskset.yaml"
         if not meta_path.exists():
             raise TaskSpecError(f"{meta_path}: missing; a task set needs taskset.yaml naming its family")
-        meta = _parse(TaskSetMeta, meta_path, root)
+        return root, _parse(TaskSetMeta, meta_path, root)
+
+    @classmethod
+    def load_meta(cls, folder: str | Path) -> TaskSetMeta:
+        """Only the `taskset.yaml` of the set `load(folder)` loads (its family,
+        name): one file read where hundreds of task files need not be."""
+        return cls._read_meta(folder)[1]
+
+    @classmethod
+    def load(cls, folder: str | Path) -> TaskSet:
+        """Load a task-set folder; a name such as `swe_repo/pypi-v1` that is no
+        folder here finds the bundled set of that name."""
+        root, meta = cls._read_meta(folder)
         visible_model, hidden_model = family_models(meta.family)
         for sub in ("tasks", "hidden"):
             if not (root / sub).is_dir():
