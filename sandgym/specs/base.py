@@ -29,7 +29,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from sandgym.errors import SandgymError
 from sandgym.families import FAMILIES, UnknownFamily, spec_module
 from sandgym.families import family as family_entry
-from sandgym.safe_files import UnsafeFile, read_bytes_bounded, write_atomic
+from sandgym.safe_files import FolderReader, UnsafeFile, read_bytes_bounded, write_atomic
 
 SCHEMA_VERSION = 1
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
@@ -272,12 +272,15 @@ def load_yaml_text(text: str) -> Any:
         loader.dispose()
 
 
-def _load_yaml(path: Path, root: Path) -> Any:
+def _load_yaml(path: Path, root: Path, folder: FolderReader | None = None) -> Any:
     """A task file's data: a regular file whose real path is inside the task
     set's folder `root` (no symlink out of it, no FIFO or device), at most
-    MAX_SPEC_BYTES."""
+    MAX_SPEC_BYTES; read through `folder` when given (the folder holding it)."""
     try:
-        raw = read_bytes_bounded(path, MAX_SPEC_BYTES, root=root)
+        if folder is not None:
+            raw = folder.read(path.name, MAX_SPEC_BYTES)
+        else:
+            raw = read_bytes_bounded(path, MAX_SPEC_BYTES, root=root)
     except UnsafeFile as e:
         raise TaskSpecError(f"{e} (a task file may hold at most {MAX_SPEC_BYTES:,} bytes)") from None
     try:
@@ -299,8 +302,8 @@ def _load_yaml(path: Path, root: Path) -> Any:
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
-def _parse(model: type[_Model], path: Path, root: Path) -> _Model:
-    data = _load_yaml(path, root)
+def _parse(model: type[_Model], path: Path, root: Path, folder: FolderReader | None = None) -> _Model:
+    data = _load_yaml(path, root, folder)
     if not isinstance(data, dict):
         raise TaskSpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     try:
@@ -309,8 +312,8 @@ def _parse(model: type[_Model], path: Path, root: Path) -> _Model:
         raise TaskSpecError(format_validation_error(path, e)) from None
 
 
-def _spec_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+def _spec_files(folder: FolderReader) -> list[Path]:
+    return [p for p in map(folder.folder.joinpath, folder.names()) if p.suffix in (".yaml", ".yml", ".json")]
 
 
 class TaskSet:
@@ -379,21 +382,23 @@ class TaskSet:
             if not (root / sub).is_dir():
                 raise TaskSpecError(f"{root / sub}: missing folder")
         visible: dict[str, tuple[Path, VisibleSpec]] = {}
-        for p in _spec_files(root / "tasks"):
-            v = _parse(visible_model, p, root)
-            if v.id in visible:
-                raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
-            visible[v.id] = (p, v)
+        with FolderReader(root / "tasks", root) as folder:
+            for p in _spec_files(folder):
+                v = _parse(visible_model, p, root, folder)
+                if v.id in visible:
+                    raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
+                visible[v.id] = (p, v)
         pairs = []
         seen_hidden: dict[str, Path] = {}
-        for p in _spec_files(root / "hidden"):
-            h = _parse(hidden_model, p, root)
-            if h.id not in visible:
-                raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
-            if h.id in seen_hidden:
-                raise TaskSpecError(f"{p}: field `id`: {h.id!r} also used by {seen_hidden[h.id]}")
-            seen_hidden[h.id] = p
-            pairs.append(make_pair(visible[h.id][1], h))
+        with FolderReader(root / "hidden", root) as folder:
+            for p in _spec_files(folder):
+                h = _parse(hidden_model, p, root, folder)
+                if h.id not in visible:
+                    raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
+                if h.id in seen_hidden:
+                    raise TaskSpecError(f"{p}: field `id`: {h.id!r} also used by {seen_hidden[h.id]}")
+                seen_hidden[h.id] = p
+                pairs.append(make_pair(visible[h.id][1], h))
         for tid, (p, _) in visible.items():
             if tid not in seen_hidden:
                 raise TaskSpecError(f"{p}: task {tid!r} has no hidden spec in {root / 'hidden'}")
