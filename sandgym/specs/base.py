@@ -205,9 +205,7 @@ class _Guard(yaml.composer.Composer):
             )
         self._nodes += 1
         if self._nodes > MAX_SPEC_NODES:
-            raise YAMLRefused(
-                f"more than {MAX_SPEC_NODES:,} values (at {_where(event)}); a task file must be smaller"
-            )
+            raise YAMLRefused(f"more than {MAX_SPEC_NODES:,} values (at {_where(event)}); a task file must be smaller")
         if isinstance(event, yaml.ScalarEvent):
             bad = _SURROGATE.search(event.value)
             if bad:
@@ -382,17 +380,17 @@ class TaskSet:
             if not (root / sub).is_dir():
                 raise TaskSpecError(f"{root / sub}: missing folder")
         visible: dict[str, tuple[Path, VisibleSpec]] = {}
-        with FolderReader(root / "tasks", root) as folder:
-            for p in _spec_files(folder):
-                v = _parse(visible_model, p, root, folder)
+        with FolderReader(root / "tasks", root) as files:
+            for p in _spec_files(files):
+                v = _parse(visible_model, p, root, files)
                 if v.id in visible:
                     raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
                 visible[v.id] = (p, v)
         pairs = []
         seen_hidden: dict[str, Path] = {}
-        with FolderReader(root / "hidden", root) as folder:
-            for p in _spec_files(folder):
-                h = _parse(hidden_model, p, root, folder)
+        with FolderReader(root / "hidden", root) as files:
+            for p in _spec_files(files):
+                h = _parse(hidden_model, p, root, files)
                 if h.id not in visible:
                     raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
                 if h.id in seen_hidden:
