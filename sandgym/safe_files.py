@@ -13,6 +13,7 @@ target, so a crash leaves the old file or the new one, never half of one.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import os
@@ -42,20 +43,31 @@ def read_bytes_bounded(path: str | Path, limit: int, root: str | Path | None = N
     in .gz), at most `limit` of them, else UnsafeFile. With `root`, a path
     whose real location is outside `root` is refused before it is opened."""
     path = Path(path)
-    if root is not None and not inside(path, root):
-        raise UnsafeFile(
-            f"{path}: a symlink to {os.path.realpath(path)}, outside {root}; "
-            "copy the file into the folder instead of linking to it"
-        )
+    target: str | Path = path
+    if root is not None:
+        # Its real path, resolved once (a task set reads hundreds of files).
+        target, top = os.path.realpath(path), os.path.realpath(root)
+        if os.path.commonpath([target, top]) != top:
+            raise UnsafeFile(
+                f"{path}: a symlink to {target}, outside {root}; copy the file into the folder instead of linking to it"
+            )
     # Inside a folder: its real path, opened without following a symlink
-    # (one put there after the check). O_NONBLOCK: opening a FIFO returns at
-    # once (then refused as not a regular file).
-    target = os.path.realpath(path) if root is not None else path
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if root is not None else 0)
+    # (one put there after the check).
+    flags = _READ | (os.O_NOFOLLOW if root is not None else 0)
     try:
         fd = os.open(target, flags)
     except OSError as e:
         raise UnsafeFile(f"{path}: cannot read: {e.strerror or e}") from None
+    return _read_open(fd, path, limit)
+
+
+# O_NONBLOCK: opening a FIFO returns at once (then refused as not a regular file).
+_READ = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _read_open(fd: int, path: Path, limit: int) -> bytes:
+    """The bytes of the file open as `fd` (closed here), as read_bytes_bounded
+    returns them; `path` names it in errors."""
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -76,6 +88,52 @@ def read_bytes_bounded(path: str | Path, limit: int, root: str | Path | None = N
     if len(data) > limit:
         raise UnsafeFile(f"{path}: more than {limit:,} bytes once decompressed; the limit is {limit:,}")
     return data
+
+
+class FolderReader:
+    """The files of one folder inside `root`, each read as
+    `read_bytes_bounded(folder / name, limit, root)` reads it, for a task
+    set's hundreds of files: the folder's real location is checked and the
+    folder opened once, and a name that is no symlink is opened through that
+    descriptor (O_NOFOLLOW), with no path resolved per file. A symlink (it
+    may point elsewhere inside `root`), or every name of a folder outside
+    `root`, takes read_bytes_bounded's own way (its error names the file)."""
+
+    def __init__(self, folder: Path, root: str | Path):
+        self.folder, self.root = folder, root
+        self.fd: int | None = None
+        real, top = os.path.realpath(folder), os.path.realpath(root)
+        if os.path.commonpath([real, top]) == top:
+            try:
+                self.fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NOFOLLOW)
+            except OSError:  # (each read reports it)
+                self.fd = None
+
+    def names(self) -> list[str]:
+        """The names in the folder, sorted."""
+        return sorted(os.listdir(self.folder if self.fd is None else self.fd))
+
+    def read(self, name: str, limit: int) -> bytes:
+        if self.fd is not None:
+            try:
+                fd = os.open(name, _READ | os.O_NOFOLLOW, dir_fd=self.fd)
+            except OSError as e:
+                if e.errno != errno.ELOOP:  # ELOOP: a symlink, read below
+                    raise UnsafeFile(f"{self.folder / name}: cannot read: {e.strerror or e}") from None
+            else:
+                return _read_open(fd, self.folder / name, limit)
+        return read_bytes_bounded(self.folder / name, limit, root=self.root)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> FolderReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _kind(mode: int) -> str:

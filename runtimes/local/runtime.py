@@ -151,6 +151,7 @@ class _BwrapProcess:
             child_sock.close()
         self.sock = host_sock
         self.channel = AgentChannel(host_sock, describe)
+        self.ready = False  # its agent said ready: bubblewrap had finished setting up
 
     def stderr_text(self) -> str:
         try:
@@ -164,6 +165,7 @@ class _BwrapProcess:
             ready, _ = self.channel.read_reply(READY_TIMEOUT_S)
             if not ready.get("ready"):
                 raise SandboxError(f"unexpected first message {ready!r}")
+            self.ready = True
         except (SandboxError, ValueError, OSError) as e:
             # OSError: the agent was killed while starting (a reset connection).
             # The bubblewrap process is killed here: one whose child died before
@@ -177,14 +179,19 @@ class _BwrapProcess:
 
     def close(self, clean: bool) -> None:
         self.sock.close()
+        killed = False
         try:
             self.proc.wait(timeout=2.0 if clean else 0.2)
         except subprocess.TimeoutExpired:
             kill_tree(self.proc.pid)
             self.proc.wait()
-        if not clean:
+            killed = True
+        if not clean and (killed or not self.ready):
             # bubblewrap killed while setting up leaves its child (not yet tied
-            # to it by --die-with-parent) to init, waiting forever: find it by mark.
+            # to it by --die-with-parent) to init, waiting forever: find it by
+            # mark (reading every process's environment). One whose agent said
+            # ready had set up, and one that exited by itself took its
+            # sandbox's PID namespace with it: nothing to look for.
             for pid in marked(self.mark):
                 kill_tree(pid)
         self.stderr.close()

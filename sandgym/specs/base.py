@@ -29,7 +29,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from sandgym.errors import SandgymError
 from sandgym.families import FAMILIES, UnknownFamily, spec_module
 from sandgym.families import family as family_entry
-from sandgym.safe_files import UnsafeFile, read_bytes_bounded, write_atomic
+from sandgym.safe_files import FolderReader, UnsafeFile, read_bytes_bounded, write_atomic
 
 SCHEMA_VERSION = 1
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
@@ -175,6 +175,11 @@ class YAMLRefused(yaml.YAMLError):
     """YAML that parses but that a task file may not hold (aliases, too deep, too many nodes)."""
 
 
+def _where(event: Any) -> str:
+    """Where a YAML event starts, for an error (made only when one is raised)."""
+    return f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
+
+
 class _Guard(yaml.composer.Composer):
     """A composer that refuses anchors and aliases (so no alias can expand
     into a billion nodes), nesting deeper than MAX_SPEC_DEPTH, more than
@@ -188,31 +193,31 @@ class _Guard(yaml.composer.Composer):
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()  # type: ignore[attr-defined]
-        where = f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
         if isinstance(event, yaml.AliasEvent):
             raise YAMLRefused(
-                f"a YAML alias (*{event.anchor}) at {where}: anchors and aliases are not allowed "
+                f"a YAML alias (*{event.anchor}) at {_where(event)}: anchors and aliases are not allowed "
                 "in task files; write the value out"
             )
         if event.anchor is not None:
             raise YAMLRefused(
-                f"a YAML anchor (&{event.anchor}) at {where}: anchors and aliases are not allowed "
+                f"a YAML anchor (&{event.anchor}) at {_where(event)}: anchors and aliases are not allowed "
                 "in task files; write the value out"
             )
         self._nodes += 1
         if self._nodes > MAX_SPEC_NODES:
-            raise YAMLRefused(f"more than {MAX_SPEC_NODES:,} values (at {where}); a task file must be smaller")
+            raise YAMLRefused(f"more than {MAX_SPEC_NODES:,} values (at {_where(event)}); a task file must be smaller")
         if isinstance(event, yaml.ScalarEvent):
             bad = _SURROGATE.search(event.value)
             if bad:
                 raise YAMLRefused(
-                    f"a string at {where} holds a lone surrogate (U+{ord(bad.group()):04X}), which is not Unicode text"
+                    f"a string at {_where(event)} holds a lone surrogate (U+{ord(bad.group()):04X}), "
+                    "which is not Unicode text"
                 )
             return super().compose_node(parent, index)
         self._depth += 1
         try:
             if self._depth > MAX_SPEC_DEPTH:
-                raise YAMLRefused(f"nesting deeper than {MAX_SPEC_DEPTH} levels at {where}")
+                raise YAMLRefused(f"nesting deeper than {MAX_SPEC_DEPTH} levels at {_where(event)}")
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
@@ -265,12 +270,15 @@ def load_yaml_text(text: str) -> Any:
         loader.dispose()
 
 
-def _load_yaml(path: Path, root: Path) -> Any:
+def _load_yaml(path: Path, root: Path, folder: FolderReader | None = None) -> Any:
     """A task file's data: a regular file whose real path is inside the task
     set's folder `root` (no symlink out of it, no FIFO or device), at most
-    MAX_SPEC_BYTES."""
+    MAX_SPEC_BYTES; read through `folder` when given (the folder holding it)."""
     try:
-        raw = read_bytes_bounded(path, MAX_SPEC_BYTES, root=root)
+        if folder is not None:
+            raw = folder.read(path.name, MAX_SPEC_BYTES)
+        else:
+            raw = read_bytes_bounded(path, MAX_SPEC_BYTES, root=root)
     except UnsafeFile as e:
         raise TaskSpecError(f"{e} (a task file may hold at most {MAX_SPEC_BYTES:,} bytes)") from None
     try:
@@ -292,8 +300,8 @@ def _load_yaml(path: Path, root: Path) -> Any:
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
-def _parse(model: type[_Model], path: Path, root: Path) -> _Model:
-    data = _load_yaml(path, root)
+def _parse(model: type[_Model], path: Path, root: Path, folder: FolderReader | None = None) -> _Model:
+    data = _load_yaml(path, root, folder)
     if not isinstance(data, dict):
         raise TaskSpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     try:
@@ -302,8 +310,8 @@ def _parse(model: type[_Model], path: Path, root: Path) -> _Model:
         raise TaskSpecError(format_validation_error(path, e)) from None
 
 
-def _spec_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.suffix in (".yaml", ".yml", ".json"))
+def _spec_files(folder: FolderReader) -> list[Path]:
+    return [p for p in map(folder.folder.joinpath, folder.names()) if p.suffix in (".yaml", ".yml", ".json")]
 
 
 class TaskSet:
@@ -346,37 +354,49 @@ class TaskSet:
             shown = ", ".join(self.ids[:10]) + (" ..." if len(self) > 10 else "")
             raise UnknownTask(f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}") from None
 
-    @classmethod
-    def load(cls, folder: str | Path) -> TaskSet:
-        """Load a task-set folder; a name such as `swe_repo/pypi-v1` that is no
-        folder here finds the bundled set of that name."""
+    @staticmethod
+    def _read_meta(folder: str | Path) -> tuple[Path, TaskSetMeta]:
         root = resolve_task_set(folder)
         if not root.is_dir():
             raise TaskSpecError(f"{root}: not a task-set folder (expected taskset.yaml, tasks/, hidden/)")
         meta_path = root / "taskset.yaml"
         if not meta_path.exists():
             raise TaskSpecError(f"{meta_path}: missing; a task set needs taskset.yaml naming its family")
-        meta = _parse(TaskSetMeta, meta_path, root)
+        return root, _parse(TaskSetMeta, meta_path, root)
+
+    @classmethod
+    def load_meta(cls, folder: str | Path) -> TaskSetMeta:
+        """Only the `taskset.yaml` of the set `load(folder)` loads (its family,
+        name): one file read where hundreds of task files need not be."""
+        return cls._read_meta(folder)[1]
+
+    @classmethod
+    def load(cls, folder: str | Path) -> TaskSet:
+        """Load a task-set folder; a name such as `swe_repo/pypi-v1` that is no
+        folder here finds the bundled set of that name."""
+        root, meta = cls._read_meta(folder)
         visible_model, hidden_model = family_models(meta.family)
         for sub in ("tasks", "hidden"):
             if not (root / sub).is_dir():
                 raise TaskSpecError(f"{root / sub}: missing folder")
         visible: dict[str, tuple[Path, VisibleSpec]] = {}
-        for p in _spec_files(root / "tasks"):
-            v = _parse(visible_model, p, root)
-            if v.id in visible:
-                raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
-            visible[v.id] = (p, v)
+        with FolderReader(root / "tasks", root) as files:
+            for p in _spec_files(files):
+                v = _parse(visible_model, p, root, files)
+                if v.id in visible:
+                    raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
+                visible[v.id] = (p, v)
         pairs = []
         seen_hidden: dict[str, Path] = {}
-        for p in _spec_files(root / "hidden"):
-            h = _parse(hidden_model, p, root)
-            if h.id not in visible:
-                raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
-            if h.id in seen_hidden:
-                raise TaskSpecError(f"{p}: field `id`: {h.id!r} also used by {seen_hidden[h.id]}")
-            seen_hidden[h.id] = p
-            pairs.append(make_pair(visible[h.id][1], h))
+        with FolderReader(root / "hidden", root) as files:
+            for p in _spec_files(files):
+                h = _parse(hidden_model, p, root, files)
+                if h.id not in visible:
+                    raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
+                if h.id in seen_hidden:
+                    raise TaskSpecError(f"{p}: field `id`: {h.id!r} also used by {seen_hidden[h.id]}")
+                seen_hidden[h.id] = p
+                pairs.append(make_pair(visible[h.id][1], h))
         for tid, (p, _) in visible.items():
             if tid not in seen_hidden:
                 raise TaskSpecError(f"{p}: task {tid!r} has no hidden spec in {root / 'hidden'}")

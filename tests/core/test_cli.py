@@ -153,6 +153,24 @@ def test_eval_null_all_fail(task_dir, tmp_path):
     assert summary["reward_mean"] == 0.0
 
 
+def test_eval_reads_the_task_set_once(task_dir, tmp_path, monkeypatch):
+    """Without --env, `eval` finds the env from taskset.yaml alone and loads
+    the tasks once (hundreds of files for HumanEval: its fixed cost)."""
+    loads: list[str] = []
+    load = TaskSet.load.__func__  # type: ignore[attr-defined]
+
+    def counted(cls, folder):
+        loads.append(str(folder))
+        return load(cls, folder)
+
+    monkeypatch.setattr(TaskSet, "load", classmethod(counted))
+    monkeypatch.setenv("SANDGYM_WARM_UP", "0")
+    result = run_eval(task_dir, tmp_path / "run", "--policy", "null", "--limit", "1")
+    assert result.exit_code == 0, result.output
+    assert loads == [str(task_dir)]
+    assert read_records(tmp_path / "run")[0].env_id == "sandgym/CodeFunction-v0"
+
+
 def test_eval_task_id_filter(task_dir, tmp_path):
     out = tmp_path / "run"
     result = run_eval(task_dir, out, "--policy", "oracle", "--task-id", "rev")
@@ -527,6 +545,31 @@ def test_the_console_script_freezes_what_is_left_when_the_command_ends():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["2", "True"], out.stderr
     assert "no-such-set" in out.stderr
+
+
+def test_the_console_script_collects_no_garbage_while_the_cli_is_imported():
+    """The collector is off while sandgym.cli is imported (its objects live as
+    long as the process), and on again, with them frozen, for the command."""
+    code = (
+        "import gc, sys, sandgym_launcher\n"
+        "seen = []\n"
+        "def during(phase, info):\n"
+        "    cli = sys.modules.get('sandgym.cli')\n"
+        "    if phase == 'start':\n"
+        "        seen.append('import' if getattr(cli, 'app', None) is None else 'command')\n"
+        "gc.callbacks.append(during)\n"
+        "gc.collect()\n"
+        "sys.argv = ['sandgym', 'tasks', 'list', 'no-such-set']\n"
+        "try:\n"
+        "    sandgym_launcher.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "gc.collect()\n"
+        "print(seen.count('import'), seen.count('command') > 0, gc.isenabled())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # One collection, asked for before main(): none while the CLI was imported.
+    assert out.stdout.split()[-3:] == ["1", "True", "True"], out.stderr
 
 
 def own_zygotes() -> set[bytes]:

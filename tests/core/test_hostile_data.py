@@ -103,6 +103,26 @@ def test_a_symlink_inside_the_set_still_loads(small_set):
     assert len(TaskSet.load(small_set)) == 2
 
 
+def test_a_hidden_folder_linked_outside_the_set_is_refused(small_set, tmp_path):
+    """The folder itself a symlink out of the set (its files are read through
+    the folder, opened once): every file in it is refused, unread."""
+    outside = tmp_path / "elsewhere"
+    (small_set / "hidden").rename(outside)
+    (small_set / "hidden").symlink_to(outside)
+    (outside / next(outside.iterdir()).name).write_text(f"id: {SECRET}\n{SECRET}: [\n")
+    with pytest.raises(TaskSpecError, match="outside") as e:
+        TaskSet.load(small_set)
+    assert SECRET not in str(e.value)
+
+
+def test_a_folder_linked_inside_the_set_loads_the_same(small_set):
+    before = TaskSet.load(small_set)
+    (small_set / "tasks").rename(small_set / "kept")
+    (small_set / "tasks").symlink_to(small_set / "kept")
+    after = TaskSet.load(small_set)
+    assert after.hash == before.hash and after.ids == before.ids
+
+
 @pytest.mark.parametrize("task_id", ["a/../b", "..", "a/./b", "x/..", "a\n"])
 def test_ids_with_dot_segments_are_refused(task_id):
     from sandgym.specs.code_function import CodeTask
