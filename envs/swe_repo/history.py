@@ -43,6 +43,7 @@ from sandgym.envs.swe_repo.source_tree import detect_import_root, is_test_path
 from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
 from sandgym.verifiers.swe_repo.git_sources import run_git, write_tree
 from sandgym.verifiers.swe_repo.sandbox import run_tests
+from sandgym.verifiers.swe_repo.sources import RepoError
 
 SOURCE = "history"
 MAX_GOLD_LINES = 120
@@ -186,7 +187,7 @@ def _copy_from(git_dir: Path, commit: str, paths: list[str], dest: Path) -> None
         target = dest / p
         try:
             data = run_git(["cat-file", "blob", f"{commit}:{p}"], git_dir)
-        except Exception:  # noqa: BLE001 - RepoError: not in that commit, so deleted there
+        except RepoError:  # not in that commit: deleted there
             target.unlink(missing_ok=True)
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -194,9 +195,7 @@ def _copy_from(git_dir: Path, commit: str, paths: list[str], dest: Path) -> None
 
 
 def _all_tests(tree: Path) -> list[str]:
-    return sorted(
-        str(p.relative_to(tree)) for p in tree.rglob("*.py") if is_test_path(str(p.relative_to(tree)))
-    )
+    return sorted(str(p.relative_to(tree)) for p in tree.rglob("*.py") if is_test_path(str(p.relative_to(tree))))
 
 
 def build_task(
@@ -302,7 +301,6 @@ def build_task(
     return Built(SWETaskPair(visible=visible, hidden=hidden))
 
 
-
 # -- the run over repositories ------------------------------------------------------------
 
 
@@ -387,7 +385,7 @@ def run_repository(
         try:
             built = build_task(fc, name, git_dir, runtime, slot, envs, levels, seed)
             problems, full = validate_repeat(built.task, runtime) if built.task else ([], 0)
-        except Exception as e:  # noqa: BLE001 - one commit's failure (a sandbox, a venv) drops that commit only
+        except Exception as e:  # one commit's failure (a sandbox, a venv) drops that commit only
             built, problems, full = Built(None, "error", f"{type(e).__name__}: {e}"[:300]), [], 0
         finally:
             shutil.rmtree(slot, ignore_errors=True)

@@ -44,7 +44,7 @@ def clamp(x, low, high):
 def shout(text):
     return text.lower() + "!"
 '''
-TESTS_BEFORE = '''from tinycalc.calc import add, clamp, shout
+TESTS_BEFORE = """from tinycalc.calc import add, clamp, shout
 
 
 def test_add():
@@ -53,7 +53,7 @@ def test_add():
 
 def test_clamp_low():
     assert clamp(-1, 0, 10) == 0
-'''
+"""
 
 
 def git(repo: Path, *args: str) -> str:
@@ -79,6 +79,16 @@ def write(repo: Path, rel: str, text: str) -> None:
     (repo / rel).write_text(text)
 
 
+def edit(repo: Path, rel: str, old: str, new: str) -> None:
+    text = (repo / rel).read_text()
+    assert text.count(old) == 1
+    (repo / rel).write_text(text.replace(old, new))
+
+
+def append(repo: Path, rel: str, more: str) -> None:
+    (repo / rel).write_text((repo / rel).read_text() + more)
+
+
 def build_repo(root: Path) -> tuple[Path, dict[str, str]]:
     """The repository and its commits by role."""
     repo = root / "tinycalc"
@@ -91,23 +101,26 @@ def build_repo(root: Path) -> tuple[Path, dict[str, str]]:
     git(repo, "commit", "-q", "-m", "first version")
     commits = {"root": git(repo, "rev-parse", "HEAD")}
     # fix 1: clamp ignores the upper bound
-    write(repo, "tinycalc/calc.py", CALC_BUGGY.replace("        return low\n    return x", "        return low\n    if x > high:\n        return high\n    return x"))
-    write(repo, "tests/test_calc.py", TESTS_BEFORE + "\n\ndef test_clamp_high():\n    assert clamp(11, 0, 10) == 10\n")
+    edit(
+        repo,
+        "tinycalc/calc.py",
+        "        return low\n    return x",
+        "        return low\n    if x > high:\n        return high\n    return x",
+    )
+    append(repo, "tests/test_calc.py", "\n\ndef test_clamp_high():\n    assert clamp(11, 0, 10) == 10\n")
     git(repo, "commit", "-q", "-am", "Fix #1")
     commits["fix1"] = git(repo, "rev-parse", "HEAD")
     write(repo, "README.md", "tinycalc\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "docs")
     # a refactor with a test change: every test passes before and after, so no task
-    calc = (repo / "tinycalc/calc.py").read_text()
-    write(repo, "tinycalc/calc.py", calc.replace("def add(a, b):\n    return a + b", "def add(a, b):\n    total = a + b\n    return total"))
-    write(repo, "tests/test_calc.py", (repo / "tests/test_calc.py").read_text() + "\n\ndef test_add_zero():\n    assert add(0, 0) == 0\n")
+    edit(repo, "tinycalc/calc.py", "    return a + b", "    total = a + b\n    return total")
+    append(repo, "tests/test_calc.py", "\n\ndef test_add_zero():\n    assert add(0, 0) == 0\n")
     git(repo, "commit", "-q", "-am", "refactor add")
     commits["refactor"] = git(repo, "rev-parse", "HEAD")
     # fix 2: shout lowercases
-    calc = (repo / "tinycalc/calc.py").read_text()
-    write(repo, "tinycalc/calc.py", calc.replace("text.lower()", "text.upper()"))
-    write(repo, "tests/test_calc.py", (repo / "tests/test_calc.py").read_text() + '\n\ndef test_shout():\n    assert shout("hi") == "HI!"\n')
+    edit(repo, "tinycalc/calc.py", "text.lower()", "text.upper()")
+    append(repo, "tests/test_calc.py", '\n\ndef test_shout():\n    assert shout("hi") == "HI!"\n')
     git(repo, "commit", "-q", "-am", "Fix #2")
     commits["fix2"] = git(repo, "rev-parse", "HEAD")
     write(repo, "tinycalc/calc.py", (repo / "tinycalc/calc.py").read_text() + "\n\ndef future():\n    return 1\n")
@@ -132,7 +145,7 @@ def test_fix_commits_are_found_oldest_first(tmp_path):
     assert fix1.parent == commits["root"]
     assert fix1.src_paths == ["tinycalc/calc.py"] and fix1.test_paths == ["tests/test_calc.py"]
     assert "+    if x > high:" in fix1.gold and "tests/" not in fix1.gold
-    assert "+def test_clamp_high" in fix1.test_patch and "calc.py" not in fix1.test_patch
+    assert "+def test_clamp_high" in fix1.test_patch and "tinycalc/calc.py" not in fix1.test_patch
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,7 @@ def history_dir() -> Path:
 
 def chain(folder: Path) -> list[tuple[str, Path]]:
     """(commit, bundle) of a repository's chain, in order; refuses gaps and odd names."""
-    found = []
+    found: list[tuple[str, Path]] = []
     for p in sorted(folder.iterdir()) if folder.is_dir() else []:
         m = BUNDLE_RE.fullmatch(p.name)
         if not m or p.is_symlink() or not p.is_file():
