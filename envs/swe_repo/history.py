@@ -158,6 +158,37 @@ def project_version(tree: Path, import_root: str) -> str:
     return ""
 
 
+def generated_files(tree: Path) -> dict[str, str]:
+    """Version modules a build writes from git metadata (setuptools-scm's
+    `version_file`/`write_to`, hatch-vcs's `version-file`) that the tree lacks:
+    the package imports them, so the start state gets them (as `base_patch`)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads((tree / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    tool = data.get("tool", {})
+    scm = tool.get("setuptools_scm", {})
+    hook = tool.get("hatch", {}).get("build", {}).get("hooks", {}).get("vcs", {})
+    out = {}
+    for path in (scm.get("version_file"), scm.get("write_to"), hook.get("version-file")):
+        if isinstance(path, str) and path.endswith(".py") and ".." not in path and not path.startswith("/"):
+            if not (tree / path).exists():
+                out[path] = '__version__ = version = "0.0.dev0"\n__version_tuple__ = version_tuple = (0, 0, "dev0")\n'
+    return out
+
+
+def added_files_patch(files: dict[str, str]) -> str:
+    """A unified diff that creates `files`."""
+    out = []
+    for path, text in sorted(files.items()):
+        lines = text.splitlines()
+        out += [f"diff --git a/{path} b/{path}", "new file mode 100644", "--- /dev/null", f"+++ b/{path}"]
+        out += [f"@@ -0,0 +1,{len(lines)} @@", *(f"+{ln}" for ln in lines)]
+    return "\n".join(out) + "\n" if out else ""
+
+
 class Environments:
     """Pinned test environments, found once per distinct declared requirement list."""
 
@@ -214,6 +245,10 @@ def build_task(
     task_id = f"{project}/{fc.commit[:12]}"
     work.mkdir(parents=True, exist_ok=True)
     before = write_tree(git_dir, fc.parent, work / "before")  # parent + the commit's tests
+    generated = generated_files(before)
+    for path, text in generated.items():
+        (before / path).parent.mkdir(parents=True, exist_ok=True)
+        (before / path).write_text(text, encoding="utf-8")
     start_texts = {p: (before / p).read_text(encoding="utf-8") for p in fc.src_paths if (before / p).is_file()}
     all_tests = _all_tests(before)
     try:
@@ -291,6 +326,7 @@ def build_task(
         problem_statement=issue,
         repo=RepoSource(kind="git", name=name, version=version, commit=fc.parent),
         environment=env,
+        base_patch=added_files_patch(generated),
         visible_tests=suite_roots(all_tests) if got != "located" else sorted({t.split("::")[0] for t in f2p}),
         timeout_s=timeout_s,
         source=SOURCE,
