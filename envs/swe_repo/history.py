@@ -399,8 +399,10 @@ def run_repository(
     seed: int = 0,
     jobs: int = 2,
     log: Callable[[str], None] = print,
+    on_task: Callable[[SWETaskPair], None] = lambda task: None,
 ) -> list[SWETaskPair]:
-    """Tasks from the newest fix commits of one repository, each validated 3 times;
+    """Tasks from the newest fix commits of one repository, each validated 3 times
+    and handed to `on_task` as it is kept;
     its bundle chain (history_bundles.py) is written for the candidates, then
     cut to the kept tasks' base commits."""
     from concurrent.futures import ThreadPoolExecutor
@@ -449,6 +451,7 @@ def run_repository(
                 stats.levels[level] = stats.levels.get(level, 0) + 1
                 stats.kept += 1
                 kept.append(built.task)
+                on_task(built.task)
                 f2p = len(built.task.hidden.FAIL_TO_PASS)
                 log(f"{name} {fc.commit[:12]}: task {built.task.id} ({level}, {f2p} F2P)")
     kept = kept[:max_tasks]
@@ -492,18 +495,29 @@ def make_history(
 
     envs = Environments(log)
     everything: list[RepoStats] = []
+    description = (
+        "Tasks from real fix commits of public repositories (`sandgym tasks make-history`): "
+        "start state the parent commit, gold the commit's source change, its test change hidden; "
+        "each validated three times (gold FULL, empty diff NO) and audited."
+    )
     for name, git_dir in repos:
         stats = RepoStats(name)
         with tempfile.TemporaryDirectory(prefix="sandgym-history-") as tmp:
-            tasks = run_repository(name, git_dir, runtime, Path(tmp), envs, stats, levels, max_tasks, seed, jobs, log)
-        everything.append(stats)
-        if tasks:
-            write_task_set(
-                tasks,
-                out,
-                description="Tasks from real fix commits of public repositories (`sandgym tasks make-history`): "
-                "start state the parent commit, gold the commit's source change, its test change hidden; "
-                "each validated three times (gold FULL, empty diff NO) and audited.",
+            # Each task is written as it is kept, so a stopped run loses none.
+            run_repository(
+                name,
+                git_dir,
+                runtime,
+                Path(tmp),
+                envs,
+                stats,
+                levels,
+                max_tasks,
+                seed,
+                jobs,
+                log,
+                on_task=lambda task: write_task_set([task], out, description=description),
             )
+        everything.append(stats)
         log(f"{name}: {stats.record()}")
     return everything
