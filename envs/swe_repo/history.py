@@ -399,7 +399,7 @@ def run_repository(
     seed: int = 0,
     jobs: int = 2,
     log: Callable[[str], None] = print,
-    on_task: Callable[[SWETaskPair], None] = lambda task: None,
+    on_task: Callable[[SWETaskPair], object] = lambda task: None,
 ) -> list[SWETaskPair]:
     """Tasks from the newest fix commits of one repository, each validated 3 times
     and handed to `on_task` as it is kept;

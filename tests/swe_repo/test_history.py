@@ -25,7 +25,7 @@ from sandgym.verifiers.swe_repo.history_bundles import BUNDLE_REF, HISTORY_ENV, 
 
 REPO = "sandgym-tests/tinycalc"
 SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "history-v1"
-SHIPPED_HASH = ""  # the shipped set's hash, pinned below once written
+SHIPPED_HASH = "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29"  # history-v1 as shipped
 MAX_SHIPPED_BYTES = 8 * 2**20
 
 CALC_BUGGY = '''"""A tiny calculator."""
