@@ -21,10 +21,11 @@ from sandgym.envs.swe_repo.history import classify, fix_commits, make_history
 from sandgym.specs import TaskSet
 from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import start_state
-from sandgym.verifiers.swe_repo.history_bundles import BUNDLE_REF, HISTORY_ENV, chain, history_dir
+from sandgym.verifiers.swe_repo.history_bundles import BUNDLE_REF, HISTORY_ENV, chain
 
 REPO = "sandgym-tests/tinycalc"
 SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "history-v1"
+CHAINS = SHIPPED.parent / "history"  # not history_dir(): the module's fixture points that elsewhere
 SHIPPED_HASH = "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29"  # history-v1 as shipped
 MAX_SHIPPED_BYTES = 8 * 2**20
 
@@ -211,7 +212,7 @@ def test_shipped_history_set_is_intact():
     ts = TaskSet.load(SHIPPED)
     if SHIPPED_HASH:
         assert ts.hash == SHIPPED_HASH
-    folder = history_dir()
+    folder = CHAINS
     by_repo: dict[str, set[str]] = {}
     for t in ts.tasks:
         pair = SWETaskPair.of(t)
@@ -232,7 +233,7 @@ def test_shipped_history_set_is_intact():
 
 def test_shipped_chains_reach_no_later_commit(tmp_path):
     """Unbundled in order, bundles 0..k reach exactly the history of base k."""
-    folder = history_dir()
+    folder = CHAINS
     repos = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
     if not repos:
         pytest.skip("no shipped history bundles in this tree")
