@@ -118,6 +118,7 @@ FAMILIES: dict[str, Family] = {
             cli_commands=(
                 ("tasks import swebench", "sandgym.envs.swe_repo.cli:import_swebench_cmd"),
                 ("tasks make-swe", "sandgym.envs.swe_repo.cli:make_swe_cmd"),
+                ("tasks make-history", "sandgym.envs.swe_repo.cli:make_history_cmd"),
                 ("tasks audit", "sandgym.envs.swe_repo.cli:audit_cmd"),
             ),
             redteam="sandgym.envs.swe_repo.redteam:suite",

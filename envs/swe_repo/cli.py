@@ -1,6 +1,6 @@
 """The SWE family's CLI commands, mounted by the core CLI from the family
 table (`Family.cli_commands`): `sandgym tasks import swebench`,
-`sandgym tasks make-swe` and `sandgym tasks audit`.
+`sandgym tasks make-swe`, `sandgym tasks make-history` and `sandgym tasks audit`.
 
 Bad input is raised (a SandgymError or ValueError: SWEBenchError,
 FactoryError, RepoError, RuntimeUnavailable), and the core prints it as
@@ -164,6 +164,46 @@ def make_swe_cmd(
     if not made:
         raise FactoryError("no task survived validation")
     Console().print(f"wrote {made} tasks from {sum(r.tasks > 0 for r in results)} packages to {shown(out)}")
+
+
+def make_history_cmd(
+    repo: list[str] = typer.Option(
+        [], "--repo", help="owner/name=GIT_DIR: a clone or bare repository with the history; repeat for more."
+    ),
+    out: Path = typer.Option(..., "--out", help="Task-set folder to write or extend (family swe_repo)."),
+    max_tasks: int = typer.Option(20, "--max", min=1, help="Validated tasks to make at most, per repository."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the issue levels."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Commits evaluated at once."),
+    issue_level: str = typer.Option(
+        "located=1,symptom=2,minimal=1", "--issue-level", help="located, symptom or minimal, or weights."
+    ),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs and validation."),
+):
+    """Make SWE tasks from real fix commits (tag `history`): the parent commit as start state, the
+    commit's source change as gold, its test change hidden; the history ships as bundles."""
+    import json
+
+    from rich.console import Console
+
+    from sandgym.runtimes import get_runtime
+
+    from .batch import parse_levels
+    from .factory import FactoryError
+    from .history import make_history, parse_repo_arg
+
+    if not repo:
+        raise FactoryError("name at least one --repo owner/name=GIT_DIR")
+    repos = [parse_repo_arg(r) for r in repo]
+    levels = parse_levels(issue_level)
+    rt = get_runtime(runtime)
+    try:
+        stats = make_history(repos, out, rt, max_tasks, levels, seed, jobs, log=lambda m: Console().print(shown(m)))
+    finally:
+        rt.close()
+    for s in stats:
+        Console().print(shown(json.dumps(s.record())), highlight=False)
+    if not sum(s.kept for s in stats):
+        raise FactoryError("no task survived validation")
 
 
 def audit_cmd(

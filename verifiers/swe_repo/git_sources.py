@@ -5,7 +5,9 @@ its commit id, which is content-addressed already. The objects come from a
 local clone or bare repository the user points to (`sandgym tasks import
 swebench --repos DIR`, or `$SANDGYM_GIT_REPOS`, folders separated by `:`),
 where the repository is `DIR/owner__name` or `DIR/name` (a `.git` suffix
-is fine). Only the commits a task needs are fetched, shallow (no history),
+is fine), or from the bundle chains that ship with sandgym
+(`task_specs/swe_repo/history/`, history_bundles.py). Only the commits a
+task needs are fetched, shallow (no history),
 into a bare mirror per repository in the SWE cache
 (`cache_dir()/git/owner__name.git`), so a checkout never needs the user's
 clone again.
@@ -127,6 +129,11 @@ def ensure_commit(name: str, commit: str, repos_dirs: list[Path] | None = None) 
     mirror = mirror_dir(name)
     if has_commit(mirror, commit):
         return mirror
+    from sandgym.verifiers.swe_repo.history_bundles import history_dir, load_commit
+
+    with cache_lock(mirror):  # the history shipped with sandgym (history_bundles.py)
+        if load_commit(mirror, history_dir() / repo_slug(name), commit):
+            return mirror
     problems = []
     for d in search_dirs(repos_dirs):
         try:

@@ -1,0 +1,247 @@
+"""Tasks from real fix commits (`envs/swe_repo/history.py`), end to end.
+
+A tiny repository is made here (git init, fixed dates so the commits are the
+same on every run): two fix commits that change source and tests with a test
+that fails before and passes after, a refactor whose tests pass on both sides
+(no task), a docs-only commit, and a later commit (the future). The pipeline
+runs for real: tests in bubblewrap sandboxes, the verifier three times per
+task, the audit, and the bundle chain the start states are read from.
+The shipped set's integrity (hashes, bundles cut at the base commits) is
+checked without a sandbox.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandgym.envs.swe_repo.history import classify, fix_commits, make_history
+from sandgym.specs import TaskSet
+from sandgym.specs.swe_repo import SWETaskPair
+from sandgym.verifiers.swe_repo.checkout import start_state
+from sandgym.verifiers.swe_repo.history_bundles import BUNDLE_REF, HISTORY_ENV, chain
+
+REPO = "sandgym-tests/tinycalc"
+SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "history-v1"
+CHAINS = SHIPPED.parent / "history"  # not history_dir(): the module's fixture points that elsewhere
+SHIPPED_HASH = "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29"  # history-v1 as shipped
+MAX_SHIPPED_BYTES = 8 * 2**20
+
+CALC_BUGGY = '''"""A tiny calculator."""
+
+
+def add(a, b):
+    return a + b
+
+
+def clamp(x, low, high):
+    if x < low:
+        return low
+    return x
+
+
+def shout(text):
+    return text.lower() + "!"
+'''
+TESTS_BEFORE = """from tinycalc.calc import add, clamp, shout
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_clamp_low():
+    assert clamp(-1, 0, 10) == 0
+"""
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(repo.parent),
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Dev",
+        "GIT_AUTHOR_EMAIL": "dev@example.com",
+        "GIT_COMMITTER_NAME": "Dev",
+        "GIT_COMMITTER_EMAIL": "dev@example.com",
+        "GIT_AUTHOR_DATE": "2021-03-01T12:00:00+0000",
+        "GIT_COMMITTER_DATE": "2021-03-01T12:00:00+0000",
+    }
+    r = subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def write(repo: Path, rel: str, text: str) -> None:
+    (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+    (repo / rel).write_text(text)
+
+
+def edit(repo: Path, rel: str, old: str, new: str) -> None:
+    text = (repo / rel).read_text()
+    assert text.count(old) == 1
+    (repo / rel).write_text(text.replace(old, new))
+
+
+def append(repo: Path, rel: str, more: str) -> None:
+    (repo / rel).write_text((repo / rel).read_text() + more)
+
+
+def build_repo(root: Path) -> tuple[Path, dict[str, str]]:
+    """The repository and its commits by role."""
+    repo = root / "tinycalc"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo, "tinycalc/__init__.py", "")
+    write(repo, "tinycalc/calc.py", CALC_BUGGY)
+    write(repo, "tests/test_calc.py", TESTS_BEFORE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first version")
+    commits = {"root": git(repo, "rev-parse", "HEAD")}
+    # fix 1: clamp ignores the upper bound
+    edit(
+        repo,
+        "tinycalc/calc.py",
+        "        return low\n    return x",
+        "        return low\n    if x > high:\n        return high\n    return x",
+    )
+    append(repo, "tests/test_calc.py", "\n\ndef test_clamp_high():\n    assert clamp(11, 0, 10) == 10\n")
+    git(repo, "commit", "-q", "-am", "Fix #1")
+    commits["fix1"] = git(repo, "rev-parse", "HEAD")
+    write(repo, "README.md", "tinycalc\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "docs")
+    # a refactor with a test change: every test passes before and after, so no task
+    edit(repo, "tinycalc/calc.py", "    return a + b", "    total = a + b\n    return total")
+    append(repo, "tests/test_calc.py", "\n\ndef test_add_zero():\n    assert add(0, 0) == 0\n")
+    git(repo, "commit", "-q", "-am", "refactor add")
+    commits["refactor"] = git(repo, "rev-parse", "HEAD")
+    # fix 2: shout lowercases
+    edit(repo, "tinycalc/calc.py", "text.lower()", "text.upper()")
+    append(repo, "tests/test_calc.py", '\n\ndef test_shout():\n    assert shout("hi") == "HI!"\n')
+    git(repo, "commit", "-q", "-am", "Fix #2")
+    commits["fix2"] = git(repo, "rev-parse", "HEAD")
+    write(repo, "tinycalc/calc.py", (repo / "tinycalc/calc.py").read_text() + "\n\ndef future():\n    return 1\n")
+    git(repo, "commit", "-q", "-am", "the future")
+    git(repo, "tag", "v9")
+    commits["future"] = git(repo, "rev-parse", "HEAD")
+    return repo, commits
+
+
+def test_classify_keeps_source_and_test_changes_only():
+    assert classify(["pkg/a.py", "tests/test_a.py", "CHANGES.rst"]) == (["pkg/a.py"], ["tests/test_a.py"])
+    assert classify(["pkg/a.py"]) is None  # no test change
+    assert classify(["tests/test_a.py", "docs/conf.py"]) is None  # no source change
+    assert classify(["pkg/a.py", "tests/test_a.py", "setup.py"]) is None  # the environment moves too
+
+
+def test_fix_commits_are_found_oldest_first(tmp_path):
+    repo, commits = build_repo(tmp_path)
+    found = fix_commits(repo / ".git")
+    assert [f.commit for f in found] == [commits["fix1"], commits["refactor"], commits["fix2"]]
+    fix1 = found[0]
+    assert fix1.parent == commits["root"]
+    assert fix1.src_paths == ["tinycalc/calc.py"] and fix1.test_paths == ["tests/test_calc.py"]
+    assert "+    if x > high:" in fix1.gold and "tests/" not in fix1.gold
+    assert "+def test_clamp_high" in fix1.test_patch and "tinycalc/calc.py" not in fix1.test_patch
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory, runtime):
+    root = tmp_path_factory.mktemp("history")
+    repo, commits = build_repo(root)
+    mp = pytest.MonkeyPatch()
+    mp.setenv(HISTORY_ENV, str(root / "bundles"))
+    logs: list[str] = []
+    try:
+        stats = make_history(
+            [(REPO, repo / ".git")], root / "set", runtime, 5, {"located": 1.0}, jobs=2, log=logs.append
+        )
+        yield {"root": root, "repo": repo, "commits": commits, "stats": stats, "logs": logs, "mp": mp}
+    finally:
+        mp.undo()
+
+
+def test_pipeline_makes_a_task_per_real_fix(made):
+    ts = TaskSet.load(made["root"] / "set")
+    c = made["commits"]
+    by_id = {t.id: SWETaskPair.of(t) for t in ts.tasks}
+    assert sorted(by_id) == sorted([f"tinycalc/{c['fix1'][:12]}", f"tinycalc/{c['fix2'][:12]}"]), made["logs"]
+    t1 = by_id[f"tinycalc/{c['fix1'][:12]}"]
+    assert t1.visible.repo.kind == "git" and t1.visible.repo.commit == c["root"]
+    assert t1.hidden.FAIL_TO_PASS == ["tests/test_calc.py::test_clamp_high"]
+    assert t1.hidden.PASS_TO_PASS == ["tests/test_calc.py::test_add", "tests/test_calc.py::test_clamp_low"]
+    assert "history" in t1.visible.tags and t1.visible.source == "history"
+    assert "x > high" not in t1.visible.problem_statement  # the fix is not in the text
+    stats = made["stats"][0]
+    assert stats.kept == 2 and stats.waste.get("no_fail_to_pass") == 1
+    assert stats.gold_full == stats.gold_runs == 6  # three runs per kept task
+
+
+def test_bundles_are_cut_at_each_base(made, tmp_path):
+    c = made["commits"]
+    links = chain(made["root"] / "bundles" / "sandgym-tests__tinycalc")
+    assert [commit for commit, _ in links] == [c["root"], c["refactor"]]  # the kept tasks' parents, oldest first
+    scratch = tmp_path / "scratch.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(scratch)], check=True)
+    for i, (commit, bundle) in enumerate(links):
+        heads = git(scratch, "bundle", "list-heads", str(bundle))
+        assert heads == f"{commit} {BUNDLE_REF}"
+        git(scratch, "fetch", "-q", str(bundle), f"{BUNDLE_REF}:refs/b{i}")
+        everything = git(scratch, "rev-list", "--all").split()
+        assert set(everything) == set(git(scratch, "rev-list", commit).split())  # nothing later than this base
+        assert c["fix2"] not in everything and c["future"] not in everything
+        assert "v9" not in git(scratch, "show-ref")
+
+
+def test_start_state_is_one_commit_of_the_parent_tree(made):
+    ts = TaskSet.load(made["root"] / "set")
+    task = SWETaskPair.of(ts.tasks[0])
+    state = start_state(task.visible)
+    assert state.base_commit != task.visible.repo.commit  # a new commit of the parent's tree, no history
+
+
+def test_shipped_history_set_is_intact():
+    """The shipped set: its hash, every task tagged history at a git base commit,
+    and each repository's bundle chain cut at its tasks' base commits."""
+    if not SHIPPED.exists():
+        pytest.skip("no shipped history set in this tree")
+    ts = TaskSet.load(SHIPPED)
+    if SHIPPED_HASH:
+        assert ts.hash == SHIPPED_HASH
+    folder = CHAINS
+    by_repo: dict[str, set[str]] = {}
+    for t in ts.tasks:
+        pair = SWETaskPair.of(t)
+        assert "history" in pair.visible.tags and pair.visible.repo.kind == "git"
+        by_repo.setdefault(pair.visible.repo.name, set()).add(pair.visible.repo.commit)
+    total = 0
+    for name, bases in by_repo.items():
+        links = chain(folder / name.replace("/", "__"))
+        assert {c for c, _ in links} == bases, name
+        total += sum(b.stat().st_size for _, b in links)
+        for commit, bundle in links:  # each bundle's one ref is its base commit
+            heads = subprocess.run(
+                ["git", "bundle", "list-heads", str(bundle)], capture_output=True, text=True, check=True
+            ).stdout.split()
+            assert heads == [commit, BUNDLE_REF], bundle
+    assert total < MAX_SHIPPED_BYTES  # the size cap of the shipped history
+
+
+def test_shipped_chains_reach_no_later_commit(tmp_path):
+    """Unbundled in order, bundles 0..k reach exactly the history of base k."""
+    folder = CHAINS
+    repos = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
+    if not repos:
+        pytest.skip("no shipped history bundles in this tree")
+    for repo in repos:
+        scratch = tmp_path / f"{repo.name}.git"
+        subprocess.run(["git", "init", "-q", "--bare", str(scratch)], check=True)
+        for i, (commit, bundle) in enumerate(chain(repo)):
+            git(scratch, "fetch", "-q", str(bundle), f"{BUNDLE_REF}:refs/b{i}")
+            reachable = set(git(scratch, "rev-list", "--all").split())
+            assert reachable == set(git(scratch, "rev-list", commit).split()), bundle
+            assert git(scratch, "for-each-ref", "refs/tags") == ""
