@@ -144,8 +144,7 @@ def eval_cmd(
         600.0,
         "--ray-idle",
         min=0,
-        help="Seconds the Ray runners stay warm after the run for the next eval to claim "
-        "(0: they end with the run).",
+        help="Seconds the Ray runners stay warm after the run for the next eval to claim (0: they end with the run).",
     ),
     out: Path | None = typer.Option(
         None,

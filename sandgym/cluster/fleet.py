@@ -270,7 +270,16 @@ class Fleet:
                 if info is None:
                     taken[node] = index[node] + 1
                     continue
-                self.runners.append(Runner(handle, info["node"], info["host"], info["seats"], warm=info["warm"], kept_envs=info["kept_envs"]))
+                self.runners.append(
+                    Runner(
+                        handle,
+                        info["node"],
+                        info["host"],
+                        info["seats"],
+                        warm=info["warm"],
+                        kept_envs=info["kept_envs"],
+                    )
+                )
             index = taken
         warm = sum(r.warm for r in self.runners)
         self.log(

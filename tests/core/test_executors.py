@@ -44,7 +44,15 @@ def test_a_warm_runner_keeps_envs_only_for_the_same_env() -> None:
     basic = TaskSet.load(bundled_task_set("code_function"))
 
     def plan(**kw: object) -> RunPlan:
-        base: dict = dict(run_id="r1", env_id="sandgym/CodeFunction-v0", task_set=basic, env_kwargs={"mode": "single", "max_turns": 3}, runtime_name="local", policy="oracle", seed=0)
+        base: dict = dict(
+            run_id="r1",
+            env_id="sandgym/CodeFunction-v0",
+            task_set=basic,
+            env_kwargs={"mode": "single", "max_turns": 3},
+            runtime_name="local",
+            policy="oracle",
+            seed=0,
+        )
         return RunPlan(**{**base, **kw})
 
     key = env_key(plan())
