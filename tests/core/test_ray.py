@@ -10,8 +10,8 @@ raylet left). Marked `ray` (and so `sandbox`: `--quick` skips them).
 from __future__ import annotations
 
 import collections
-import logging
 import json
+import logging
 import os
 import signal
 import subprocess
