@@ -35,7 +35,7 @@ from typing import Any
 
 from sandgym.records import EpisodeRecord
 
-from .cluster.fleet import Fleet, Job
+from .cluster.fleet import DEFAULT_IDLE_S, Fleet, Job
 from .cluster.plan import RunPlan
 
 __all__ = ["CallablePolicy", "RolloutPool"]
@@ -92,11 +92,14 @@ class RolloutPool:
         seed: int | None = 0,
         env_kwargs: dict[str, Any] | None = None,
         episode_retries: int = 1,
+        idle_s: float = DEFAULT_IDLE_S,
     ):
         """`tasks`: a task set, its folder or a bundled set's name (None: the
         env's own). `address`: the Ray cluster ("auto", HOST:PORT; None:
-        $RAY_ADDRESS, else a one-node cluster here). Bad env options raise
-        here, before any actor starts."""
+        $RAY_ADDRESS, else a one-node cluster here). `idle_s`: how long the
+        runners wait, warm, for the next pool or eval once this one is closed
+        (0: they end with it). Bad env options raise here, before any actor
+        starts."""
         import gymnasium
 
         import sandgym  # noqa: F401  (registers the envs)
@@ -126,7 +129,7 @@ class RolloutPool:
             seed=seed,
             episode_retries=episode_retries,
         )
-        self.fleet = Fleet(address)
+        self.fleet = Fleet(address, idle_s=idle_s)
         # Two episodes handed to each seat at once: the next starts on the node without a round trip here.
         self.fleet.start(self.plan, concurrency, in_flight=2)
         self.threads = ThreadPoolExecutor(2 * concurrency, thread_name_prefix="sandgym-rollout")
@@ -172,10 +175,11 @@ class RolloutPool:
         import ray
 
         self.plan.policy = as_policy(policy, self.seed)
-        ray.get([r.handle.set_policy.remote(self.plan.policy) for r in self.fleet.runners if not r.lost])
+        live = [r for r in self.fleet.runners if not r.lost]
+        ray.get([r.handle.set_policy.remote(self.fleet.claim_id, self.plan.policy) for r in live])
 
     def close(self) -> None:
-        """Wait for the episodes asked for, then stop the runners (their envs closed)."""
+        """Wait for the episodes asked for, then release the runners (warm for the next pool or eval: `idle_s`)."""
         self.threads.shutdown(wait=True)
         self.fleet.close()
 

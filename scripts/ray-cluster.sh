@@ -4,6 +4,7 @@
 #   scripts/ray-cluster.sh kill-worker I    (I = 1..N: its raylet and workers, killed as a lost machine)
 #   scripts/ray-cluster.sh start-worker I   (a killed worker back, as a new node)
 #   scripts/ray-cluster.sh down | status | address | env   (env: the exports a driver needs)
+#   scripts/ray-cluster.sh runners | stop-runners   (the warm sandgym runners: list them, or end them)
 #
 # A head node with no CPUs (it schedules, it plays no episode) and N worker
 # nodes with C CPUs each, every node its own raylet and object store, as
@@ -35,7 +36,7 @@ export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$STATE/auth_token
 # A lost node is declared dead after 3 missed health checks, 1 s apart (Ray's default is 5 x 3 s).
 SYSTEM_CONFIG='{"health_check_period_ms":1000,"health_check_failure_threshold":3}'
 
-usage() { sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 address() { echo "$IP:$PORT"; }
 
@@ -156,6 +157,21 @@ down() {
   echo "ray-cluster: down"
 }
 
+runners() {  # list | stop: the warm sandgym runners (detached actors, namespace sandgym)
+  "$PY" - "$(address)" "$1" <<'PY'
+import sys
+import ray
+ray.init(address=sys.argv[1], logging_level="error", log_to_driver=False)
+names = sorted(a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
+               if a["namespace"] == "sandgym" and a["name"].startswith("sandgym-runner-"))
+for name in names:
+    if sys.argv[2] == "stop":
+        ray.kill(ray.get_actor(name, namespace="sandgym"), no_restart=True)
+    print(("stopped " if sys.argv[2] == "stop" else "") + name)
+print(f"ray-cluster: {len(names)} runner(s)")
+PY
+}
+
 case ${1:-} in
   up) shift; up "$@" ;;
   down) down ;;
@@ -166,6 +182,8 @@ case ${1:-} in
     [[ -n ${2:-} && -f $STATE/node-size && ! -f $STATE/worker$2.pid ]] || { echo "ray-cluster: worker ${2:-} is not down" >&2; exit 1; }
     start_worker "$2" $(($(ls "$STATE"/*.pid | wc -l) + 1)) ;;
   address) address ;;
+  runners) runners list ;;
+  stop-runners) runners stop ;;
   env) echo "export RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$RAY_AUTH_TOKEN_PATH RAY_ADDRESS=$(address)" ;;
   status) for f in "$STATE"/*.pid; do [[ -f $f ]] && echo "$(basename "$f" .pid) pid $(cat "$f")"; done ;;
   *) usage ;;

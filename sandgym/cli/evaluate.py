@@ -147,6 +147,12 @@ def eval_cmd(
         help="The Ray cluster for --executor ray: HOST:PORT of its head, or auto (the one on this machine); "
         "default $RAY_ADDRESS, else a one-node cluster started for the run.",
     ),
+    ray_idle: float = typer.Option(
+        600.0,
+        "--ray-idle",
+        min=0,
+        help="Seconds the Ray runners stay warm after the run for the next eval to claim (0: they end with the run).",
+    ),
     out: Path | None = typer.Option(
         None,
         "--out",
@@ -247,6 +253,7 @@ def eval_cmd(
         fail(f"--executor {executor!r}: choose local or ray")
     if ray_address is not None and executor != "ray":
         fail("--ray-address is for --executor ray")
+    runner = _executor(executor, ray_address, ray_idle)  # Ray joined in the background from here
     try:
         check_env_id(env)
         pol = make_policy(
@@ -281,7 +288,6 @@ def eval_cmd(
         rt = observing.runtime
     run: EvalRun | None = None
     message, exit_code = "", None
-    runner = _executor(executor, ray_address, rt)
     try:
         run = EvalRun(
             env,
@@ -369,18 +375,17 @@ def warm_up(rt) -> None:
     threading.Thread(target=rt.warm_up, name="sandgym-warm-up", daemon=True).start()
 
 
-def _executor(name: str, address: str | None, rt: Any) -> Any:
+def _executor(name: str, address: str | None, idle_s: float) -> Any:
     """The executor for `--executor` (None: the local one, the harness's own)."""
     import importlib.util
 
     if name == "local":
         return None
     if importlib.util.find_spec("ray") is None:
-        rt.close()
         fail("--executor ray needs Ray: pip install 'sandgym[ray]'")
     from ..cluster.executor import RayExecutor
 
-    return RayExecutor(address)
+    return RayExecutor(address, idle_s)
 
 
 class NoProgress:

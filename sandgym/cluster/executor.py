@@ -15,7 +15,7 @@ from typing import Any
 from sandgym.harness.episode import Episode, EpisodePlayer
 from sandgym.records import EpisodeRecord
 
-from .fleet import ClusterError, Fleet, Job
+from .fleet import DEFAULT_IDLE_S, ClusterError, Fleet, Job
 from .plan import RunPlan
 
 # Passed to the runners' processes when set here (a chat policy's key).
@@ -48,8 +48,9 @@ class RayExecutor:
     # its queue_s; its deadline runs from when it was handed out).
     in_flight = 2
 
-    def __init__(self, address: str | None = None):
-        self.fleet = Fleet(address)
+    def __init__(self, address: str | None = None, idle_s: float = DEFAULT_IDLE_S):
+        self.fleet = Fleet(address, idle_s=idle_s)
+        self.fleet.connect_soon()  # Ray's import and the join, while the eval loads its tasks
 
     def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
         self.fleet.log = log

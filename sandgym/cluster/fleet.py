@@ -1,9 +1,15 @@
 """The runners of one run on a Ray cluster, and their seats.
 
-`Fleet.start` connects to the cluster (`ray.init(address=...)`), puts one
-runner actor on each node that has CPUs (pinned there: a node-affinity
-strategy, so placement spreads over every node) with seats in proportion
-to the node's CPUs, the total being the run's concurrency. `Fleet.play`
+`Fleet.start` connects to the cluster (`ray.init(address=...)`, begun in
+the background by `connect_soon` while the eval loads its tasks), and
+claims one runner actor on each node that has CPUs (pinned there: a
+node-affinity strategy, so placement spreads over every node) with seats
+in proportion to the node's CPUs, the total being the run's concurrency.
+Runners are detached and named (`runner_name`): the first run on a node
+starts one, later runs claim it warm (runner.py says what carries over and
+what does not); a runner another live run holds is passed over for the
+next name. `Fleet.close` releases them; each ends itself after `idle_s`
+unclaimed (`idle_s` 0: the runners are the run's own, killed at its end). `Fleet.play`
 takes a free seat for an episode, plays it, and gives the seat back. When
 the seat's node is lost mid-episode, the try is kept (`lost_try_record`) and the
 episode is played again on a seat of another node; the lost node's seats
@@ -28,6 +34,10 @@ from sandgym.records import EpisodeRecord
 
 from .plan import RunPlan
 
+NAMESPACE = "sandgym"  # the Ray namespace of the named runners
+DEFAULT_IDLE_S = 600.0  # an unclaimed runner ends itself after this long (sandgym eval --ray-idle)
+MAX_RUNNERS_PER_NODE = 16  # runs at once on one node, each on a runner of its own
+RENEW_S = 15.0  # how often a run tells its runners it is alive (runner.LEASE_S is the limit)
 READY_TIMEOUT_S = 300.0  # for the runners to come up (a worker process per node, sandgym imported there)
 LOST_NODE_RETRIES = 3  # an episode played again on other nodes at most this many times after losing its node
 WAIT_POLL_S = 0.5
@@ -44,6 +54,8 @@ class Runner:
     host: str
     seats: int
     lost: str = ""  # why it is gone (its node died)
+    warm: bool = False  # claimed from an earlier run, not started for this one
+    kept_envs: int = 0  # seats whose env it kept from that run (the same env, task set, options, runtime)
 
 
 @dataclass(eq=False)
@@ -80,6 +92,14 @@ def executor_of(runner: Runner) -> dict[str, str]:
     return {"kind": "ray", "node": runner.node}
 
 
+def runner_name(node: str, index: int) -> str:
+    """The name of a node's `index`th warm runner; the sandgym version in it
+    keeps a runner of other code from being claimed."""
+    from sandgym import __version__
+
+    return f"sandgym-runner-{__version__}-{node[:16]}-{index}"
+
+
 def split_seats(cpus: dict[str, float], total: int) -> dict[str, int]:
     """`total` seats over the nodes in proportion to their CPUs (largest
     remainder; ties to the first node listed); nodes given none are left out."""
@@ -104,16 +124,36 @@ def is_node_loss(e: BaseException) -> bool:
 class Fleet:
     """One runner per node, and a queue of the free seats."""
 
-    def __init__(self, address: str | None = None, num_cpus_per_seat: float = 1.0):
+    def __init__(self, address: str | None = None, num_cpus_per_seat: float = 1.0, idle_s: float = DEFAULT_IDLE_S):
+        if idle_s < 0:
+            raise ClusterError(f"--ray-idle {idle_s:g}: give the seconds a runner waits for the next run, or 0")
         self.address = address
         self.num_cpus_per_seat = num_cpus_per_seat
+        self.idle_s = idle_s
+        self.claim_id = uuid.uuid4().hex
         self.runners: list[Runner] = []
         self.free: queue.SimpleQueue[Seat] = queue.SimpleQueue()
         self.lock = threading.Lock()
         self.we_started_ray = False
         self.log: Callable[[str], None] = lambda message: None
+        self.connecting: threading.Thread | None = None
+        self.connect_error: BaseException | None = None
+        self.closing = threading.Event()
 
     # -- start and stop --------------------------------------------------
+
+    def connect_soon(self) -> None:
+        """Begin `connect` in a thread (importing Ray and joining the cluster
+        take a second or two, spent while the caller does its own start)."""
+
+        def connect() -> None:
+            try:
+                self.connect()
+            except BaseException as e:  # raised again in `start`
+                self.connect_error = e
+
+        self.connecting = threading.Thread(target=connect, name="sandgym-ray-connect", daemon=True)
+        self.connecting.start()
 
     def connect(self) -> None:
         """Join the cluster at `address` ("auto": the one started on this
@@ -139,6 +179,15 @@ class Fleet:
             ) from None
         self.we_started_ray = True
 
+    def connected(self) -> None:
+        """Joined (waiting for `connect_soon`'s thread, or connecting now)."""
+        if self.connecting is not None:
+            self.connecting.join()
+            self.connecting = None
+            if self.connect_error is not None:
+                raise self.connect_error
+        self.connect()
+
     def node_cpus(self) -> dict[str, float]:
         """The live nodes with CPUs, by Ray node id."""
         import ray
@@ -149,48 +198,96 @@ class Fleet:
             if n.get("Alive") and n.get("Resources", {}).get("CPU", 0.0) > 0
         }
 
-    def start(self, plan: RunPlan, concurrency: int, in_flight: int = 1) -> None:
-        """A runner on each node with CPUs, `concurrency` seats in all, each
-        taking `in_flight` episodes at once (played one after the other)."""
+    def _runner(self, node: str, index: int, seats: int, cpus: float) -> Any:
+        """The handle of node `node`'s runner number `index` (warm: started if missing; else the run's own)."""
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         from .runner import NodeRunner
 
-        self.connect()
+        actor: Any = ray.remote(NodeRunner)
+        where = NodeAffinitySchedulingStrategy(node_id=node, soft=False)
+        if self.idle_s == 0:
+            return actor.options(
+                num_cpus=min(seats * self.num_cpus_per_seat, cpus),
+                scheduling_strategy=where,
+                max_restarts=0,
+                max_concurrency=max(16, 4 * seats),
+            ).remote(0.0)
+        # No CPUs reserved: a warm runner must not hold a node's CPUs from
+        # other work while it waits; the run's concurrency sizes its seats.
+        return actor.options(
+            name=runner_name(node, index),
+            namespace=NAMESPACE,
+            lifetime="detached",
+            get_if_exists=True,
+            num_cpus=0,
+            scheduling_strategy=where,
+            max_restarts=0,
+            max_concurrency=1000,
+        ).remote(self.idle_s)
+
+    def start(self, plan: RunPlan, concurrency: int, in_flight: int = 1) -> None:
+        """Claim a runner on each node with CPUs, `concurrency` seats in all,
+        each taking `in_flight` episodes at once (played one after the other)."""
+        import ray
+
+        self.connected()
         cpus = self.node_cpus()
         if not cpus:
             raise ClusterError("the Ray cluster has no live node with CPUs to run episodes on")
         seats = split_seats(cpus, concurrency)
         plan_ref = ray.put(plan)
-        actor: Any = ray.remote(NodeRunner)
-        pending = []
-        for node, k in seats.items():
-            handle = actor.options(
-                num_cpus=min(k * self.num_cpus_per_seat, cpus[node]),
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=node, soft=False),
-                max_restarts=0,
-                max_concurrency=max(16, 4 * k),
-            ).remote(plan_ref, k)
-            pending.append((handle, handle.ready.remote()))
-        try:
-            infos = ray.get([ref for _, ref in pending], timeout=READY_TIMEOUT_S)
-        except ray.exceptions.GetTimeoutError:
-            self.close()
-            raise ClusterError(
-                f"the runners did not start within {READY_TIMEOUT_S:g} s: the nodes lack free CPUs "
-                "for them (ray status shows what is used)"
-            ) from None
-        except ray.exceptions.RayError as e:
-            self.close()
-            raise ClusterError(f"a runner failed to start on its node: {e}") from None
-        for (handle, _), info in zip(pending, infos, strict=True):
-            self.runners.append(Runner(handle, info["node"], info["host"], info["seats"]))
+        index = dict.fromkeys(seats, 0)  # the next runner name to try on each node
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while index:
+            asked = []
+            for node, i in index.items():
+                if i >= MAX_RUNNERS_PER_NODE:
+                    self.close()
+                    raise ClusterError(
+                        f"node {node[:12]}: {MAX_RUNNERS_PER_NODE} runs already hold its runners; "
+                        "wait for one to end (or `scripts/ray-cluster.sh down`)"
+                    )
+                handle = self._runner(node, i, seats[node], cpus[node])
+                asked.append((node, handle, handle.claim.remote(self.claim_id, plan_ref, seats[node])))
+            ray.wait([ref for *_, ref in asked], num_returns=len(asked), timeout=max(0.0, deadline - time.monotonic()))
+            taken = {}
+            for node, handle, ref in asked:
+                try:
+                    info = ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+                except ray.exceptions.GetTimeoutError:
+                    self.close()
+                    raise ClusterError(
+                        f"the runners did not start within {READY_TIMEOUT_S:g} s: the nodes lack the "
+                        "resources for them (ray status shows what is used)"
+                    ) from None
+                except ray.exceptions.RayActorError:
+                    info = None  # a runner that just ended (its idle time ran out): the next name
+                except ray.exceptions.RayError as e:
+                    self.close()
+                    raise ClusterError(f"a runner failed to start on its node: {e}") from None
+                if info is None:
+                    taken[node] = index[node] + 1
+                    continue
+                self.runners.append(
+                    Runner(
+                        handle,
+                        info["node"],
+                        info["host"],
+                        info["seats"],
+                        warm=info["warm"],
+                        kept_envs=info["kept_envs"],
+                    )
+                )
+            index = taken
+        warm = sum(r.warm for r in self.runners)
         self.log(
             f"Ray: {sum(r.seats for r in self.runners)} seats on {len(self.runners)} nodes ("
             + ", ".join(f"{r.node[:12]}: {r.seats}" for r in self.runners)
-            + ")"
+            + f"); {warm} of {len(self.runners)} runners warm from an earlier run"
         )
+        threading.Thread(target=self._renew, name="sandgym-ray-renew", daemon=True).start()
         # Seats in turn over the nodes: the first episodes spread over every node.
         for _ in range(in_flight):
             for i in range(max(r.seats for r in self.runners)):
@@ -198,21 +295,37 @@ class Fleet:
                     if i < r.seats:
                         self.free.put(Seat(r, i))
 
+    def _renew(self) -> None:
+        """Tell the runners this run is alive, between episodes too (a long pause in a trainer)."""
+        while not self.closing.wait(RENEW_S):
+            for r in self.runners:
+                if not r.lost:
+                    r.handle.renew.remote(self.claim_id)
+
     def close(self) -> None:
-        """Each runner closes its envs and its runtime, then the actors end."""
+        """Release the runners for the next run (each ends itself after
+        `idle_s`); the run's own runners (`idle_s` 0) close their envs and
+        runtime, then are killed."""
         import ray
 
+        self.closing.set()
         live = [r for r in self.runners if not r.lost]
-        if live:
+        if self.idle_s > 0:
             try:
-                ray.get([r.handle.close.remote() for r in live], timeout=60)
+                ray.get([r.handle.release.remote(self.claim_id) for r in live], timeout=60)
             except ray.exceptions.RayError:
-                pass  # a runner that cannot close is killed below; its sandboxes die with it
-        for r in self.runners:
-            try:
-                ray.kill(r.handle)
-            except Exception:  # already gone
-                pass
+                pass  # a runner that cannot answer lapses its claim by itself (runner.LEASE_S)
+        else:
+            if live:
+                try:
+                    ray.get([r.handle.close.remote() for r in live], timeout=60)
+                except ray.exceptions.RayError:
+                    pass  # a runner that cannot close is killed below; its sandboxes die with it
+            for r in self.runners:
+                try:
+                    ray.kill(r.handle)
+                except Exception:  # already gone
+                    pass
         self.runners = []
         if self.we_started_ray:
             ray.shutdown()
@@ -279,7 +392,7 @@ class Fleet:
 
             on_seat(abort)
             started, t0 = now(), time.perf_counter()
-            ref = runner.handle.play.remote(seat.index, job.payload())
+            ref = runner.handle.play.remote(self.claim_id, seat.index, job.payload())
             try:
                 while True:
                     done, _ = ray.wait([ref], timeout=WAIT_POLL_S)

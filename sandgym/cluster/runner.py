@@ -1,4 +1,21 @@
-"""The actor on each node: its runtime and its seats.
+"""The actor on each node: its runtime and its seats, kept warm between runs.
+
+A runner is a detached, named Ray actor (`fleet.runner_name`): it outlives
+the eval that started it, and the next eval on the cluster claims it
+instead of paying for a new worker process, `import sandgym` there, its
+runtime and its seats' envs. One claim at a time (`claim`): a runner
+claimed by a live run answers "busy" and the next eval takes (or starts)
+another runner on that node. A claim lapses when its run releases it,
+or when the run has neither played nor renewed for `LEASE_S` (its
+driver died). An unclaimed runner ends itself after its idle time
+(`idle_s`; `scripts/ray-cluster.sh down` ends every one).
+
+What a claimed runner keeps from the run before: its process, its
+runtime (by name) and, only when the new run's env is the very same (env
+id, task-set hash, env options, runtime), its seats' envs; each episode
+still resets to a fresh sandbox, as between two episodes of one run.
+Everything of the run itself (its plan, policy, player, aborts) is
+replaced at the claim, and a `play` that names another claim is refused.
 
 A seat is a thread of its own that keeps one env between episodes (a
 browser, a zygote, a pooled sandbox), because Playwright's sync API is bound
@@ -14,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import queue
 import threading
 import time
@@ -24,6 +42,13 @@ from typing import Any
 from sandgym.records import EpisodeRecord
 
 from .plan import RunPlan
+
+LEASE_S = 60.0  # a claim with no play in flight and no call for this long lapses (its driver is gone)
+WATCH_S = 1.0  # how often the runner checks its lease and its idle time
+
+
+class StaleClaim(RuntimeError):
+    """A call for a claim this runner no longer holds."""
 
 
 class SeatThread:
@@ -52,47 +77,132 @@ class SeatThread:
                 fut.set_exception(e)
 
 
+def env_key(plan: RunPlan) -> str:
+    """What a seat's env is made of: two runs with the same key may share it."""
+    opts = json.dumps(plan.env_kwargs, sort_keys=True, default=repr)
+    return f"{plan.env_id}|{plan.task_set.hash}|{opts}|{plan.runtime_name}"
+
+
 class NodeRunner:
-    """One node's share of a run (or of a rollout pool): `seats` envs, played one episode each at a time."""
+    """One node's seats, played for one run (or rollout pool) at a time."""
 
-    def __init__(self, plan: RunPlan, seats: int):
-        import os
-
+    def __init__(self, idle_s: float):
+        """`idle_s`: how long it waits unclaimed before it ends itself (0: never; its run kills it)."""
         import ray
+
+        self.node_id: str = ray.get_runtime_context().get_node_id()
+        self.idle_s = idle_s
+        self.seats: list[SeatThread] = []
+        self.runtimes: dict[str, Any] = {}  # by runtime name, made on first use
+        self.claim_id = ""
+        self.player: Any = None
+        self.plan: RunPlan | None = None
+        self.key = ""  # env_key of the seats' envs
+        self.claims = 0  # how many runs claimed this runner
+        self.in_flight = 0
+        self.touched = time.monotonic()
+        self.playing: dict[str, Any] = {}  # job key -> its Episode, while it plays
+        self.aborted: dict[str, str] = {}  # job key -> why, for an abort that came before its play
+        self.lock = threading.Lock()
+        self.ending = False
+        threading.Thread(target=self._watch, name="sandgym-runner-watch", daemon=True).start()
+
+    # -- claims ----------------------------------------------------------
+
+    async def claim(self, claim_id: str, plan: RunPlan, seats: int) -> dict[str, Any] | None:
+        """Take this runner for run `claim_id` with `seats` seats; None when another live claim holds it."""
+        import os
+        import socket
 
         from sandgym.harness.episode import EpisodePlayer
         from sandgym.harness.identity import RunIdentity
         from sandgym.runtimes import get_runtime
 
+        with self.lock:
+            if self.ending or (self.claim_id and self.claim_id != claim_id):
+                return None
+            self.claim_id = claim_id
+            self.touched = time.monotonic()
+        warm = bool(self.seats)
+        key = env_key(plan)
+        if key != self.key:  # another env: the seats' envs are not this run's
+            await self._each_seat(self._drop_env)
+            self.key = key
+        kept = sum("env" in s.slot for s in self.seats)  # the seats are idle: no claim held them
+        while len(self.seats) < seats:
+            self.seats.append(SeatThread(f"sandgym-seat-{len(self.seats)}"))
         os.environ.update(plan.env_vars)
-        self.node_id: str = ray.get_runtime_context().get_node_id()
-        self.plan = plan
-        self.runtime = get_runtime(plan.runtime_name)
+        if plan.runtime_name not in self.runtimes:
+            self.runtimes[plan.runtime_name] = get_runtime(plan.runtime_name)
+        runtime = self.runtimes[plan.runtime_name]
         identity = RunIdentity(
             plan.run_id,
             plan.env_id,
             plan.task_set,
             plan.env_kwargs,
-            self.runtime,
+            runtime,
             plan.runtime_name,
             plan.policy,
             plan.seed,
         )
-        self.player = EpisodePlayer(identity, plan.episode_retries, plan.retry_backoff_s)
-        self.seats = [SeatThread(f"sandgym-seat-{i}") for i in range(seats)]
-        self.playing: dict[str, Any] = {}  # job key -> its Episode, while it plays
-        self.aborted: dict[str, str] = {}  # job key -> why, for an abort that came before its play
-        self.lock = threading.Lock()
+        with self.lock:
+            self.plan = plan
+            self.player = EpisodePlayer(identity, plan.episode_retries, plan.retry_backoff_s)
+            self.playing.clear()
+            self.aborted.clear()
+            self.claims += 1
+        return {
+            "node": self.node_id,
+            "host": socket.gethostname(),
+            "seats": seats,
+            "warm": warm,
+            "kept_envs": kept,
+            "claims": self.claims,
+            "pid": os.getpid(),
+        }
 
-    async def ready(self) -> dict[str, Any]:
-        """Where this runner is: its node and seats (the first call: the actor is up)."""
-        import socket
+    async def renew(self, claim_id: str) -> bool:
+        """Keep the claim alive (the driver is there); False: it lapsed."""
+        with self.lock:
+            if self.claim_id != claim_id:
+                return False
+            self.touched = time.monotonic()
+            return True
 
-        return {"node": self.node_id, "host": socket.gethostname(), "seats": len(self.seats)}
+    async def release(self, claim_id: str) -> None:
+        """The run is over: the runner is free for the next (its idle time starts)."""
+        with self.lock:
+            if self.claim_id == claim_id:
+                self._unclaim()
 
-    async def play(self, seat: int, job: dict[str, Any]) -> EpisodeRecord:
+    def _unclaim(self) -> None:  # under self.lock
+        import os
+
+        for k in self.plan.env_vars if self.plan else ():  # the run's API key goes with it
+            os.environ.pop(k, None)
+        self.claim_id = ""
+        self.player = None
+        self.plan = None
+        self.playing.clear()
+        self.aborted.clear()
+        self.touched = time.monotonic()
+
+    # -- episodes --------------------------------------------------------
+
+    async def play(self, claim_id: str, seat: int, job: dict[str, Any]) -> EpisodeRecord:
         """Play one episode on a seat's env; its record (env_error tries included)."""
-        return await asyncio.wrap_future(self.seats[seat].submit(lambda: self._play(seat, job)))
+        with self.lock:
+            if self.claim_id != claim_id:
+                raise StaleClaim(f"this runner is no longer claimed by run {claim_id}")
+            player = self.player
+            self.in_flight += 1
+            self.touched = time.monotonic()
+        try:
+            return await asyncio.wrap_future(self.seats[seat].submit(lambda: self._play(player, seat, job)))
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+                self.touched = time.monotonic()
 
     async def abort(self, key: str, why: str) -> None:
         """Stop the episode of job `key` (its deadline, a second Ctrl-C): no
@@ -105,25 +215,25 @@ class NodeRunner:
         if ep is not None:
             ep.abort(why)
 
-    async def set_policy(self, policy: Any) -> None:
+    async def set_policy(self, claim_id: str, policy: Any) -> None:
         """Play the next episodes with `policy` (a trainer's new weights); running ones keep theirs."""
-        self.player.run.policy = policy
+        with self.lock:
+            if self.claim_id != claim_id or self.player is None:
+                raise StaleClaim(f"this runner is no longer claimed by run {claim_id}")
+            self.player.run.policy = policy
 
     async def close(self) -> None:
-        """Close every seat's env in its own thread, then the runtime."""
-        from sandgym.harness.episode import drop_env
+        """Close every seat's env in its own thread, then the runtimes (the actor is killed next)."""
+        with self.lock:
+            self.ending = True
+        await self._each_seat(self._drop_env)
+        self._close_all()
 
-        done = [asyncio.wrap_future(s.submit(functools.partial(drop_env, s.slot))) for s in self.seats]
-        await asyncio.gather(*done, return_exceptions=True)
-        for s in self.seats:
-            s.stop()
-        self.runtime.close()
-
-    def _play(self, seat: int, job: dict[str, Any]) -> EpisodeRecord:
+    def _play(self, player: Any, seat: int, job: dict[str, Any]) -> EpisodeRecord:
         from sandgym.harness.episode import Episode, drop_env, now
 
         slot = self.seats[seat].slot
-        task = self.plan.task_set.get(job["task_id"])
+        task = player.run.task_set.get(job["task_id"])
         ep = Episode(
             task,
             job["index"],
@@ -142,10 +252,63 @@ class NodeRunner:
         if why is not None:
             ep.abort(why)
         try:
-            rec = self.player.run_episode(ep, slot)
+            rec: EpisodeRecord = player.run_episode(ep, slot)
         finally:
             with self.lock:
                 self.playing.pop(key, None)
         if ep.cancel.is_set():
             drop_env(slot)  # it was killed: the next episode gets a fresh one
         return rec
+
+    # -- the end of a runner ----------------------------------------------
+
+    @staticmethod
+    def _drop_env(seat: SeatThread) -> None:
+        from sandgym.harness.episode import drop_env
+
+        drop_env(seat.slot)
+
+    async def _each_seat(self, fn: Callable[[SeatThread], None]) -> None:
+        """`fn(seat)` in every seat's own thread (after what it is playing)."""
+        done = [asyncio.wrap_future(s.submit(functools.partial(fn, s))) for s in self.seats]
+        await asyncio.gather(*done, return_exceptions=True)
+
+    def _close_all(self) -> None:
+        for s in self.seats:
+            s.stop()
+        for rt in self.runtimes.values():
+            try:
+                rt.close()
+            except Exception:  # the actor ends anyway; its sandboxes die with its process
+                pass
+        self.runtimes.clear()
+
+    def _watch(self) -> None:
+        """Lapse a claim whose driver is gone; end the runner once idle for `idle_s`."""
+        while True:
+            time.sleep(WATCH_S)
+            with self.lock:
+                quiet = time.monotonic() - self.touched
+                if self.claim_id and self.in_flight == 0 and quiet > LEASE_S:
+                    self._unclaim()
+                    continue
+                if self.idle_s <= 0 or self.claim_id or self.in_flight or quiet <= self.idle_s:
+                    continue
+                self.ending = True  # no claim from here on
+            self._end()
+            return
+
+    def _end(self) -> None:
+        import ray
+
+        from sandgym.harness.episode import drop_env
+
+        # The seats are idle (no claim, nothing in flight): each env is closed from its own thread.
+        futs = [s.submit(functools.partial(drop_env, s.slot)) for s in self.seats]
+        for f in futs:
+            try:
+                f.result(timeout=60)
+            except Exception:  # a broken env must not keep the runner alive
+                pass
+        self._close_all()
+        ray.kill(ray.get_runtime_context().current_actor, no_restart=True)

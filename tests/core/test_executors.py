@@ -36,6 +36,35 @@ def test_seats_follow_the_nodes_cpus(cpus: dict[str, float], total: int, want: d
     assert sum(got.values()) == (total if any(cpus.values()) else 0)
 
 
+def test_a_warm_runner_keeps_envs_only_for_the_same_env() -> None:
+    from sandgym.cluster.plan import RunPlan
+    from sandgym.cluster.runner import env_key
+    from sandgym.specs import TaskSet, bundled_task_set
+
+    basic = TaskSet.load(bundled_task_set("code_function"))
+
+    def plan(**kw: object) -> RunPlan:
+        base: dict = dict(
+            run_id="r1",
+            env_id="sandgym/CodeFunction-v0",
+            task_set=basic,
+            env_kwargs={"mode": "single", "max_turns": 3},
+            runtime_name="local",
+            policy="oracle",
+            seed=0,
+        )
+        return RunPlan(**{**base, **kw})
+
+    key = env_key(plan())
+    # Another run, policy and seed, options in another order: the same env.
+    assert env_key(plan(run_id="r2", policy="null", seed=7, env_kwargs={"max_turns": 3, "mode": "single"})) == key
+    assert env_key(plan(env_kwargs={"mode": "multi", "max_turns": 3})) != key
+    assert env_key(plan(runtime_name="docker")) != key
+    assert env_key(plan(env_id="sandgym/SWERepo-v0")) != key
+    small = TaskSet(basic.meta, basic.tasks[:2])
+    assert small.hash != basic.hash and env_key(plan(task_set=small)) != key
+
+
 @pytest.mark.parametrize(
     "code",
     [

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -47,6 +48,10 @@ class Cluster:
 
     def up(self) -> None:
         self.address = self.run("up", "--workers", str(WORKERS), "--cpus", "2").strip().splitlines()[-1]
+
+    def runners(self) -> list[str]:
+        """The names of the warm sandgym runners on the cluster."""
+        return [ln for ln in self.run("runners").splitlines() if ln.startswith("sandgym-runner-")]
 
     def raylets(self) -> list[int]:
         out = subprocess.run(
@@ -113,6 +118,83 @@ def test_oracle_humaneval_spreads_over_two_nodes(ray_cluster: Cluster, humaneval
     assert (fleet["fleet_nodes"], fleet["measured_nodes"]) == (1000, WORKERS)
     assert fleet["fleet_rate_per_min"] == pytest.approx(1000 * fleet["node_rate_per_min"])
     assert fleet["seats_per_node_measured"] == 2 and fleet["writer_appends_per_s"] > 0
+
+
+def warm_of(output: str) -> tuple[int, int]:
+    """(warm, all) runners as the eval logged them."""
+    import re
+
+    m = re.search(r"(\d+) of (\d+) runners warm from an earlier run", output)
+    assert m, output
+    return int(m[1]), int(m[2])
+
+
+def test_a_later_eval_claims_the_warm_runners(ray_cluster: Cluster, tmp_path: Path) -> None:
+    ray_cluster.run("stop-runners")
+    assert ray_cluster.runners() == []
+    first = ray_eval(tmp_path, ray_cluster, tmp_path / "a", "--policy", "oracle", "-j", "2", "--limit", "6")
+    assert first.wait() == 0, first.output()
+    assert warm_of(first.output()) == (0, WORKERS)
+    names = ray_cluster.runners()
+    assert len(names) == WORKERS  # left alive, one per node, for the next eval
+    second = ray_eval(tmp_path, ray_cluster, tmp_path / "b", "--policy", "oracle", "-j", "2", "--limit", "6")
+    assert second.wait() == 0, second.output()
+    assert warm_of(second.output()) == (WORKERS, WORKERS)
+    assert ray_cluster.runners() == names  # claimed, not started again
+    records = read_records(tmp_path / "b" / "trajectories.jsonl")
+    check_once_each(records, 6)
+    assert {r.outcome for r in records} == {"passed"}
+    assert (
+        len({r.run_id for r in records}) == 1
+        and records[0].run_id != read_records(tmp_path / "a" / "trajectories.jsonl")[0].run_id
+    )
+
+
+def test_warm_runners_end_after_their_idle_time(ray_cluster: Cluster, tmp_path: Path) -> None:
+    ray_cluster.run("stop-runners")
+    run = ray_eval(tmp_path, ray_cluster, tmp_path / "a", "--limit", "2", "-j", "2", "--ray-idle", "3")
+    assert run.wait() == 0, run.output()
+    wait_for(lambda: ray_cluster.runners() == [], "the idle runners to end themselves", every=1.0)
+
+
+def test_runs_at_once_get_runners_of_their_own_and_a_claim_is_isolated(ray_cluster: Cluster) -> None:
+    import ray
+
+    from sandgym.rollouts import RolloutPool
+
+    ids = ["basic/second-largest", "basic/roman-to-int"]
+    ray_cluster.run("stop-runners")
+    ray.init(address=ray_cluster.address, logging_level=logging.ERROR, log_to_driver=False)
+    try:
+        first = RolloutPool(policy="oracle", concurrency=2, address=ray_cluster.address)
+        second = RolloutPool(policy="null", concurrency=2, address=ray_cluster.address)
+        held = [r.handle for r in first.fleet.runners]
+        assert {r._actor_id for r in held}.isdisjoint({r.handle._actor_id for r in second.fleet.runners})
+        assert [r.outcome for r in first.play(ids)] == ["passed", "passed"]
+        assert {(r.outcome, r.reward) for r in second.play(ids)} == {("failed", 0.0)}  # its own policy, not the first's
+        old_claim = first.fleet.claim_id
+        first.close()
+        second.close()
+        # A later pool with the same env claims a warm runner and keeps its seats' envs;
+        # a pool with other env options claims one and gets fresh envs.
+        third = RolloutPool(policy="oracle", concurrency=2, address=ray_cluster.address)
+        assert all(r.warm for r in third.fleet.runners)
+        assert sum(r.kept_envs for r in third.fleet.runners) >= 1
+        claimed = [r.handle._actor_id for r in third.fleet.runners]
+        assert any(h._actor_id in claimed for h in held)
+        job = {"task_id": ids[0], "index": 0, "epoch": 0, "retries": [], "queue_s": 0.0, "sent_at": 0.0, "key": "x"}
+        for h in held:
+            if h._actor_id in claimed:  # the first pool's claim on it is over: its calls are refused
+                with pytest.raises(ray.exceptions.RayTaskError, match="no longer claimed"):
+                    ray.get(h.play.remote(old_claim, 0, job))
+        assert [r.outcome for r in third.play(ids)] == ["passed", "passed"]
+        third.close()
+        other = RolloutPool(policy="oracle", concurrency=2, address=ray_cluster.address, env_kwargs={"mode": "multi"})
+        assert all(r.warm for r in other.fleet.runners) and sum(r.kept_envs for r in other.fleet.runners) == 0
+        assert [r.outcome for r in other.play(ids)] == ["passed", "passed"]
+        other.close()
+    finally:
+        ray.shutdown()
 
 
 def test_a_driver_without_the_token_is_refused(ray_cluster: Cluster, tmp_path: Path) -> None:
@@ -257,3 +339,7 @@ def test_a_worker_node_killed_mid_run(ray_cluster: Cluster, humaneval: Path, tmp
     assert all(r.executor and r.executor["node"] not in dead for r in retried)
     assert len({r.executor["node"] for r in records if r.executor}) == WORKERS
     assert "was lost" in run.output()
+    # The killed node's runner went with it; the other node's is still warm for the next eval.
+    names = ray_cluster.runners()
+    assert not [n for n in names for d in dead if d[:16] in n]
+    assert len(names) >= 1
