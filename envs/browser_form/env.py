@@ -14,6 +14,7 @@ fields (goal, url, axtree_txt, last_action, last_action_error).
 from __future__ import annotations
 
 import hashlib
+import mimetypes
 import os
 import secrets
 import shutil
@@ -60,15 +61,26 @@ def form_app(app: str = "forms") -> AppSpec:
     return AppSpec(app=APP_MODULES[app], source_dir=stage_dir(Path(__file__).parent / "app"))
 
 
+def episode_files(task: BrowserTaskPair) -> dict[str, tuple[str, bytes]]:
+    """The task's files for upload_file: name -> (MIME type by its extension, bytes)."""
+    return {
+        f.name: (mimetypes.guess_type(f.name)[0] or "application/octet-stream", f.data())
+        for f in task.visible.files or []
+    }
+
+
 def task_app(task: BrowserTaskPair) -> str:
     return task.visible.app or "forms"
 
 
 def render_goal(task: BrowserTaskPair, max_steps: int) -> str:
+    files = task.visible.files or []
+    listed = ", ".join(f"{f.name} ({len(f.data()):,} bytes)" for f in files)
+    uploads = f" Files you can upload with upload_file(ref, 'name') on a file input: {listed}." if files else ""
     return (
         f"{task.visible.goal.strip()}\n\nYou are using a web app in a browser. Each turn you see the page's "
         f"accessibility snapshot; elements carry refs like [ref=e12]. {GRAMMAR} Call done() when the task is "
-        f"finished; you have {max_steps} actions."
+        f"finished; you have {max_steps} actions.{uploads}"
     )
 
 
@@ -227,6 +239,7 @@ class BrowserFormEnv(SandgymEnv):
             staged, cookies = self._stage_database(self.task)
             self.session.new_page(cookies)
         self._swap_database(staged)
+        self.session.files = episode_files(self.task)
         # The start page and its first snapshot in one call on the driver's loop.
         snapshot = self.session.load(self.task.visible.start_path)
         self.timings["create_s"] = time.perf_counter() - t0

@@ -116,11 +116,11 @@ def test_read_state_keeps_only_the_tables_asked_for(template):
 def client(template, tmp_path, monkeypatch):
     from starlette.testclient import TestClient
 
-    from sandgym.envs.browser_form.app import shopapp
+    from sandgym.envs.browser_form.app import appkit, shopapp
 
     db = tmp_path / "app.sqlite"
     db.write_bytes(template.read_bytes())
-    monkeypatch.setattr(shopapp, "DB_PATH", str(db))
+    monkeypatch.setattr(appkit, "DB_PATH", str(db))
     with TestClient(shopapp.app, base_url="http://127.0.0.1:8000") as c:
         c.db = db  # type: ignore[attr-defined]
         yield c
