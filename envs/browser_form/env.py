@@ -227,12 +227,15 @@ class BrowserFormEnv(SandgymEnv):
         # background while the copy is staged, which the app cannot see yet) before it.
         self.session.close_context(wait=False)
         self.session.ensure_browser()
+        parts = {"reset_stage_s": time.perf_counter()}
         staged, cookies = self._stage_database(self.task)
         # The next context, made while the last episode's agent acted (no page of an episode
         # used it; it loads nothing ahead: the start page needs this episode's database and
         # cookies), takes its cookies while the last one is still closing, rather than after;
         # nothing loads in it before the swap, and its session exists only in the staged copy.
+        parts["reset_context_s"] = time.perf_counter()
         self.session.new_page(cookies)
+        parts["reset_wait_s"] = time.perf_counter()
         if not self.session.wait_closed():  # a wedged browser was killed: a new sandbox
             self.session.close()
             self.session.ensure_browser()
@@ -241,7 +244,11 @@ class BrowserFormEnv(SandgymEnv):
         self._swap_database(staged)
         self.session.files = episode_files(self.task)
         # The start page and its first snapshot in one call on the driver's loop.
+        parts["reset_load_s"] = time.perf_counter()
         snapshot = self.session.load(self.task.visible.start_path)
+        # Where a reset's time goes (each part until the next begins): benchmarks/bench_shop.py reports them.
+        ends = [*list(parts.values())[1:], time.perf_counter()]
+        self.timings.update({k: end - start for (k, start), end in zip(parts.items(), ends, strict=True)})
         self.timings["create_s"] = time.perf_counter() - t0
         self._obs = {"task": render_goal(self.task, self._limit)}
         obs = self._observe("(episode start)", None, snapshot)
