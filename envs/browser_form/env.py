@@ -112,6 +112,16 @@ def shown_action(action: Any) -> str:
     return text.strip()[:200].encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def png_array(png: bytes) -> np.ndarray:
+    """A PNG as an RGB array."""
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    return np.asarray(img, dtype=np.uint8).copy()
+
+
 def refused_verdict(problem: str) -> Verdict:
     """The verdict of an episode the policy ended by breaking the env's rules (an oversized action)."""
     return Verdict(
@@ -180,6 +190,7 @@ class BrowserFormEnv(SandgymEnv):
         self._limit = max_steps
         self._done = True
         self._obs: dict[str, Any] = {}
+        self._final_png: bytes | None = None  # the last frame of an ended episode (see screenshot())
 
     @property
     def config(self) -> dict[str, Any]:
@@ -215,6 +226,7 @@ class BrowserFormEnv(SandgymEnv):
         task = choose_task(self.task_set, options, self.np_random)
         self.task = BrowserTaskPair.of(task)
         self.last_verdict, self.artifact, self.violations, self.messages = None, None, [], []
+        self._final_png = None
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         self._step, self._done = 0, False
         self._limit = self.step_limit(self.task.visible.max_steps or self.max_steps)
@@ -302,7 +314,15 @@ class BrowserFormEnv(SandgymEnv):
         return None
 
     def screenshot(self) -> bytes:
-        """A PNG of the current page."""
+        """A PNG of the current page; after the last step, of the page as the episode
+        ended (kept when render_mode is 'rgb_array' or screenshot=True: its context is closed)."""
+        if self._done and self.session.page is None:
+            if self._final_png is None:
+                raise RuntimeError(
+                    "the episode is over and its page closed; take screenshot() before the last step, "
+                    "or make the env with render_mode='rgb_array' or screenshot=True to keep the last frame"
+                )
+            return self._final_png
         return self.session.screenshot()
 
     def close(self) -> None:
@@ -400,12 +420,7 @@ class BrowserFormEnv(SandgymEnv):
         return browsergym_fields(self.session, self.task.visible.goal.strip(), action, error, snapshot)
 
     def _screenshot_array(self) -> np.ndarray:
-        import io
-
-        from PIL import Image
-
-        img = Image.open(io.BytesIO(self.session.screenshot())).convert("RGB")
-        return np.asarray(img, dtype=np.uint8).copy()
+        return png_array(self.screenshot())
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         assert self.task is not None
@@ -474,11 +489,17 @@ class BrowserFormEnv(SandgymEnv):
         out = dict(self._obs)
         if self.observation_mode == "browsergym":
             out.update(self._browsergym_fields(last_action, last_error, snapshot))
-        if self.with_screenshot:
+        if self.with_screenshot or self.render_mode == "rgb_array":
             try:
-                out["screenshot"] = self._screenshot_array()
-            except Exception:
-                out["screenshot"] = np.zeros(self.observation_space["screenshot"].shape, np.uint8)
+                self._final_png = self.session.screenshot()
+            except Exception:  # a page that died: no last frame
+                self._final_png = None
+        if self.with_screenshot:
+            shape = self.observation_space["screenshot"].shape
+            out["screenshot"] = png_array(self._final_png) if self._final_png else np.zeros(shape, np.uint8)
+        # The episode is over: its context starts closing now, in the background, so the next
+        # reset rarely waits for it (the reset still waits, before the swap, should it be open).
+        self.session.close_context(wait=False)
         info = self._info(
             tool=tool,
             outcome=verdict.outcome.value,
