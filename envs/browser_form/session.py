@@ -186,6 +186,11 @@ class BrowserSession:
             page = await context.new_page()
             if setup is not None:
                 await setup(page)
+            else:
+                # A snapshot of the blank page: Playwright's page script is compiled in the page's
+                # renderer now, not in the reset's first snapshot (its start page, same process).
+                # Read-only: nothing loads, the page stays about:blank.
+                await page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
         except BaseException:
             await _close_quietly(context)
             raise

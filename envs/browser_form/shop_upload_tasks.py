@@ -50,9 +50,13 @@ def task_file(name: str, data: bytes) -> TaskFile:
     return TaskFile(name=name, base64=base64.b64encode(data).decode())
 
 
+# The file input as Playwright's roles name it (an <input type=file> is a textbox there).
+IMAGE_INPUT = "textbox:Image file (PNG, JPEG or GIF)"
+
+
 def upload_oracle(name: str) -> list[str]:
     return [
-        f'upload_file("textbox:Image file (PNG, JPEG or GIF)", {q(name)})',
+        f"upload_file({q(IMAGE_INPUT)}, {q(name)})",
         'click("button:Upload image")',
         "done()",
     ]

@@ -12,13 +12,14 @@ import json
 import re
 import sqlite3
 from datetime import date
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-if __package__:  # imported from the sandgym package (the host, tests)
+if TYPE_CHECKING or __package__:  # imported from the sandgym package (the host, tests; mypy)
     from . import appkit
     from .appkit import (
         COOKIE,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sqlite3
 from datetime import date
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-if __package__:  # imported from the sandgym package (the host, tests)
+if TYPE_CHECKING or __package__:  # imported from the sandgym package (the host, tests; mypy)
     from .appkit import (
         current_user,
         db,
