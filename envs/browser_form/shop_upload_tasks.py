@@ -50,8 +50,8 @@ def task_file(name: str, data: bytes) -> TaskFile:
     return TaskFile(name=name, base64=base64.b64encode(data).decode())
 
 
-# The file input as Playwright's roles name it (an <input type=file> is a textbox there).
-IMAGE_INPUT = "textbox:Image file (PNG, JPEG or GIF)"
+# The file input as Playwright's roles name it (an <input type=file> is a button there).
+IMAGE_INPUT = "button:Image file (PNG, JPEG or GIF)"
 
 
 def upload_oracle(name: str) -> list[str]:

@@ -144,3 +144,15 @@ def test_the_bundled_set_is_the_generators_output():
     for t in tasks:
         want = t.hidden.checks[0].expect["sha256"]
         assert want in {hashlib.sha256(f.data()).hexdigest() for f in t.visible.files or []}
+
+
+def test_the_stored_bytes_are_the_uploaded_bytes(client):
+    """Binary content through the multipart parser unchanged: lone CRs and LFs, a CR at the end."""
+    login(client, "admin", "back-office-1")
+    data = PHOTO + bytes(range(256)) + b"a\rb\nc\r\n\r\n--x\r"
+    r = client.post(f"/admin/products/{SKU}/image", files={"image": ("x.png", data, "image/png")})
+    assert r.status_code == 200
+    assert images(client.db)[0][3:] == (len(data), hashlib.sha256(data).hexdigest())
+    con = sqlite3.connect(client.db)
+    assert con.execute("SELECT data FROM blobs").fetchall() == [(data,)]
+    con.close()

@@ -36,7 +36,8 @@ CREATE TABLE checkouts (user_id INTEGER PRIMARY KEY, ship_name TEXT NOT NULL, sh
     ship_city TEXT NOT NULL, ship_postal TEXT NOT NULL);
 CREATE TABLE coupons (code TEXT PRIMARY KEY, percent INTEGER NOT NULL, expires TEXT NOT NULL);
 CREATE TABLE product_images (sku TEXT PRIMARY KEY, filename TEXT NOT NULL, kind TEXT NOT NULL,
-    size INTEGER NOT NULL, sha256 TEXT NOT NULL, data BLOB NOT NULL);
+    size INTEGER NOT NULL, sha256 TEXT NOT NULL);
+CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE INDEX orders_customer ON orders (customer_id);
 CREATE INDEX products_category ON products (category_id);
 """
