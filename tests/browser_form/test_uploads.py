@@ -13,7 +13,6 @@ import pytest
 from pydantic import ValidationError
 
 from sandgym.envs.browser_form.actions import ActionError, parse_action
-from sandgym.envs.browser_form.app import appkit, shopapp, shopdata
 from sandgym.envs.browser_form.app.uploads import MAX_UPLOAD_BYTES, clean_name, image_kind
 from sandgym.envs.browser_form.env import episode_files, render_goal
 from sandgym.envs.browser_form.shop_upload_tasks import make_task_set, png
@@ -23,25 +22,6 @@ from sandgym.specs.browser_form import BrowserTask, BrowserTaskPair, TaskFile
 
 SKU = "BAT-00001"  # the first generated product
 PHOTO = png(4, 4, (10, 200, 30))
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("shop") / "template.sqlite"
-    shopdata.build_database(path)
-    return path
-
-
-@pytest.fixture
-def client(template, tmp_path, monkeypatch):
-    from starlette.testclient import TestClient
-
-    db = tmp_path / "app.sqlite"
-    db.write_bytes(template.read_bytes())
-    monkeypatch.setattr(appkit, "DB_PATH", str(db))
-    with TestClient(shopapp.app, base_url="http://127.0.0.1:8000") as c:
-        c.db = db  # type: ignore[attr-defined]
-        yield c
 
 
 def login(client, username: str, password: str) -> None:
