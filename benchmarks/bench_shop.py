@@ -6,7 +6,7 @@ Each app gets one env; episodes play the set's oracles one after another
 (tasks in turn), `--think` seconds passing before every reset and step as
 an agent's turn would. Reset: env.reset() wall time (the previous context
 closed, the database copied from the template and swapped in, a new
-context, the start page loaded and snapshotted). Step: env.step() of the
+context, the start page loaded and snapshotted; each part's P50 is printed too). Step: env.step() of the
 oracle's actions that are not the last (the last one verifies). Also: the
 template copy alone (the per-episode database) and the template's size,
 and the verification (reading the checked tables) per episode.
@@ -23,6 +23,10 @@ import time
 from pathlib import Path
 
 from sandgym.envs.browser_form.env import BrowserFormEnv
+
+# A reset's parts (env.timings): the database staged (copy + session row), the spare context
+# taken (+ cookies), the last episode's context waited for, the start page loaded + snapshotted.
+PARTS = ("stage", "context", "wait", "load")
 
 
 def pct(values: list[float], q: int) -> float:
@@ -47,6 +51,8 @@ def measure(tasks: str, runtime: str, episodes: int, think: float) -> dict[str, 
             t0 = time.perf_counter()
             env.reset(options={"task_id": task_id})
             out["reset"].append(time.perf_counter() - t0)
+            for part in PARTS:
+                out.setdefault(part, []).append(env.timings[f"reset_{part}_s"])
             actions = env.oracle_actions()
             for a in actions:
                 time.sleep(think)
@@ -92,6 +98,7 @@ def main() -> None:
             f"step P50 {ms(pct(r['step'], 50))}  P95 {ms(pct(r['step'], 95))} ({len(r['step'])} steps) | "
             f"verify P50 {ms(pct(r['verify'], 50))} | oracle passed {sum(r['passed']):.0f}/{len(r['passed'])}"
         )
+        print("    reset parts P50: " + "  ".join(f"{p} {ms(pct(r[p], 50))}" for p in PARTS))
     print(f"load after: {os.popen('uptime').read().strip()}")
 
 

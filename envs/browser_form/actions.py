@@ -46,7 +46,7 @@ MAX_SCROLL = 100_000.0
 ENDING = frozenset({"done", "send_msg_to_user", "report_infeasible"})
 BID_FIELDS = ("bid", "from_bid", "to_bid")
 # The argument an Action's `text` carries (fill's value, press's key, goto's url...).
-TEXT_FIELDS = ("value", "options", "option", "key_comb", "key", "url", "text", "reason")
+TEXT_FIELDS = ("value", "options", "option", "key_comb", "key", "url", "text", "reason", "file")
 # BrowserGym actions this env does not offer, and what to do instead.
 UNSUPPORTED = {
     **dict.fromkeys(
@@ -54,7 +54,7 @@ UNSUPPORTED = {
         "coordinate actions are not offered: act on elements by ref, e.g. click('e12')",
     ),
     **dict.fromkeys(("tab_close", "tab_focus", "new_tab"), "the episode has one tab"),
-    **dict.fromkeys(("upload_file", "mouse_upload_file"), "the tasks upload no files"),
+    "mouse_upload_file": "upload with upload_file(ref, 'name') on the file input, a name the task lists",
     **dict.fromkeys(("keyboard_up", "keyboard_down"), "use keyboard_press('Key') or press(ref, 'Key')"),
 }
 
@@ -174,6 +174,13 @@ class DragAndDrop(_Args):
     to_bid: str = Field(description=_REF_DOC)
 
 
+class UploadFile(_Args):
+    """Put one or more of the episode's files (by the names the task lists) in a file input."""
+
+    bid: str = Field(description=_REF_DOC)
+    file: str | list[str] = Field(description="A file name the task lists, or a list of them.")
+
+
 class GoBack(_Args):
     """Go back one page in the tab's history."""
 
@@ -240,6 +247,7 @@ ACTION_MODELS: dict[str, type[_Args]] = {
     "focus": Focus,
     "clear": Clear,
     "drag_and_drop": DragAndDrop,
+    "upload_file": UploadFile,
     "go_back": GoBack,
     "go_forward": GoForward,
     "goto": Goto,

@@ -14,6 +14,7 @@ fields (goal, url, axtree_txt, last_action, last_action_error).
 from __future__ import annotations
 
 import hashlib
+import mimetypes
 import os
 import secrets
 import shutil
@@ -60,15 +61,26 @@ def form_app(app: str = "forms") -> AppSpec:
     return AppSpec(app=APP_MODULES[app], source_dir=stage_dir(Path(__file__).parent / "app"))
 
 
+def episode_files(task: BrowserTaskPair) -> dict[str, tuple[str, bytes]]:
+    """The task's files for upload_file: name -> (MIME type by its extension, bytes)."""
+    return {
+        f.name: (mimetypes.guess_type(f.name)[0] or "application/octet-stream", f.data())
+        for f in task.visible.files or []
+    }
+
+
 def task_app(task: BrowserTaskPair) -> str:
     return task.visible.app or "forms"
 
 
 def render_goal(task: BrowserTaskPair, max_steps: int) -> str:
+    files = task.visible.files or []
+    listed = ", ".join(f"{f.name} ({len(f.data()):,} bytes)" for f in files)
+    uploads = f" Files you can upload with upload_file(ref, 'name') on a file input: {listed}." if files else ""
     return (
         f"{task.visible.goal.strip()}\n\nYou are using a web app in a browser. Each turn you see the page's "
         f"accessibility snapshot; elements carry refs like [ref=e12]. {GRAMMAR} Call done() when the task is "
-        f"finished; you have {max_steps} actions."
+        f"finished; you have {max_steps} actions.{uploads}"
     )
 
 
@@ -98,6 +110,16 @@ def shown_action(action: Any) -> str:
     """An action as feedback quotes it: its start, as text whatever it is."""
     text = action if isinstance(action, str) else repr(action)
     return text.strip()[:200].encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def png_array(png: bytes) -> np.ndarray:
+    """A PNG as an RGB array."""
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    return np.asarray(img, dtype=np.uint8).copy()
 
 
 def refused_verdict(problem: str) -> Verdict:
@@ -168,6 +190,7 @@ class BrowserFormEnv(SandgymEnv):
         self._limit = max_steps
         self._done = True
         self._obs: dict[str, Any] = {}
+        self._final_png: bytes | None = None  # the last frame of an ended episode (see screenshot())
 
     @property
     def config(self) -> dict[str, Any]:
@@ -203,6 +226,7 @@ class BrowserFormEnv(SandgymEnv):
         task = choose_task(self.task_set, options, self.np_random)
         self.task = BrowserTaskPair.of(task)
         self.last_verdict, self.artifact, self.violations, self.messages = None, None, [], []
+        self._final_png = None
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         self._step, self._done = 0, False
         self._limit = self.step_limit(self.task.visible.max_steps or self.max_steps)
@@ -215,20 +239,28 @@ class BrowserFormEnv(SandgymEnv):
         # background while the copy is staged, which the app cannot see yet) before it.
         self.session.close_context(wait=False)
         self.session.ensure_browser()
+        parts = {"reset_stage_s": time.perf_counter()}
         staged, cookies = self._stage_database(self.task)
         # The next context, made while the last episode's agent acted (no page of an episode
         # used it; it loads nothing ahead: the start page needs this episode's database and
         # cookies), takes its cookies while the last one is still closing, rather than after;
         # nothing loads in it before the swap, and its session exists only in the staged copy.
+        parts["reset_context_s"] = time.perf_counter()
         self.session.new_page(cookies)
+        parts["reset_wait_s"] = time.perf_counter()
         if not self.session.wait_closed():  # a wedged browser was killed: a new sandbox
             self.session.close()
             self.session.ensure_browser()
             staged, cookies = self._stage_database(self.task)
             self.session.new_page(cookies)
         self._swap_database(staged)
+        self.session.files = episode_files(self.task)
         # The start page and its first snapshot in one call on the driver's loop.
+        parts["reset_load_s"] = time.perf_counter()
         snapshot = self.session.load(self.task.visible.start_path)
+        # Where a reset's time goes (each part until the next begins): benchmarks/bench_shop.py reports them.
+        ends = [*list(parts.values())[1:], time.perf_counter()]
+        self.timings.update({k: end - start for (k, start), end in zip(parts.items(), ends, strict=True)})
         self.timings["create_s"] = time.perf_counter() - t0
         self._obs = {"task": render_goal(self.task, self._limit)}
         obs = self._observe("(episode start)", None, snapshot)
@@ -282,7 +314,15 @@ class BrowserFormEnv(SandgymEnv):
         return None
 
     def screenshot(self) -> bytes:
-        """A PNG of the current page."""
+        """A PNG of the current page; after the last step, of the page as the episode
+        ended (kept when render_mode is 'rgb_array' or screenshot=True: its context is closed)."""
+        if self._done and self.session.page is None:
+            if self._final_png is None:
+                raise RuntimeError(
+                    "the episode is over and its page closed; take screenshot() before the last step, "
+                    "or make the env with render_mode='rgb_array' or screenshot=True to keep the last frame"
+                )
+            return self._final_png
         return self.session.screenshot()
 
     def close(self) -> None:
@@ -380,12 +420,7 @@ class BrowserFormEnv(SandgymEnv):
         return browsergym_fields(self.session, self.task.visible.goal.strip(), action, error, snapshot)
 
     def _screenshot_array(self) -> np.ndarray:
-        import io
-
-        from PIL import Image
-
-        img = Image.open(io.BytesIO(self.session.screenshot())).convert("RGB")
-        return np.asarray(img, dtype=np.uint8).copy()
+        return png_array(self.screenshot())
 
     def _info(self, **extra: Any) -> dict[str, Any]:
         assert self.task is not None
@@ -454,11 +489,17 @@ class BrowserFormEnv(SandgymEnv):
         out = dict(self._obs)
         if self.observation_mode == "browsergym":
             out.update(self._browsergym_fields(last_action, last_error, snapshot))
-        if self.with_screenshot:
+        if self.with_screenshot or self.render_mode == "rgb_array":
             try:
-                out["screenshot"] = self._screenshot_array()
-            except Exception:
-                out["screenshot"] = np.zeros(self.observation_space["screenshot"].shape, np.uint8)
+                self._final_png = self.session.screenshot()
+            except Exception:  # a page that died: no last frame
+                self._final_png = None
+        if self.with_screenshot:
+            shape = self.observation_space["screenshot"].shape
+            out["screenshot"] = png_array(self._final_png) if self._final_png else np.zeros(shape, np.uint8)
+        # The episode is over: its context starts closing now, in the background, so the next
+        # reset rarely waits for it (the reset still waits, before the swap, should it be open).
+        self.session.close_context(wait=False)
         info = self._info(
             tool=tool,
             outcome=verdict.outcome.value,

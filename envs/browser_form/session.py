@@ -24,7 +24,7 @@ from .actions import GRAMMAR, NOOP_MAX_MS, Action, ActionError, Target
 
 if TYPE_CHECKING:  # playwright is an optional dependency (the browser extra)
     from playwright._impl._api_structures import SetCookieParam
-    from playwright.async_api import BrowserContext, Locator, Page, ViewportSize
+    from playwright.async_api import BrowserContext, FilePayload, Locator, Page, ViewportSize
 
 T = TypeVar("T")
 # What a page does before its episode (MiniWoB: load the task page); a spare runs it ahead.
@@ -110,6 +110,8 @@ class BrowserSession:
         self._retiring: list[concurrent.futures.Future[None]] = []
         self._warming: concurrent.futures.Future[None] | None = None
         self._inflight: set[concurrent.futures.Future[Any]] = set()
+        # The episode's files upload_file may put in a file input: name -> (MIME type, bytes).
+        self.files: dict[str, tuple[str, bytes]] = {}
 
     @property
     def origin(self) -> str:
@@ -184,6 +186,11 @@ class BrowserSession:
             page = await context.new_page()
             if setup is not None:
                 await setup(page)
+            else:
+                # A snapshot of the blank page: Playwright's page script is compiled in the page's
+                # renderer now, not in the reset's first snapshot (its start page, same process).
+                # Read-only: nothing loads, the page stays about:blank.
+                await page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
         except BaseException:
             await _close_quietly(context)
             raise
@@ -489,11 +496,22 @@ class BrowserSession:
             await loc.focus()
         elif kind == "clear":
             await loc.clear()
+        elif kind == "upload_file":
+            await loc.set_input_files(self._payloads(args["file"]))
         elif kind == "drag_and_drop":
             assert action.to is not None
             await loc.drag_to(await self._locate(action.to))
         else:
             raise ActionRefused(f"{kind}() is not something to do on the page here")
+
+    def _payloads(self, names: str | list[str]) -> list[FilePayload]:
+        """The episode's files by name, as Playwright payloads: bytes, never a host path."""
+        wanted = [names] if isinstance(names, str) else list(names)
+        missing = [n for n in wanted if n not in self.files]
+        if missing:
+            have = ", ".join(repr(n) for n in self.files) or "none"
+            raise ActionRefused(f"upload_file: no file {missing[0]!r} in this episode (its files: {have})")
+        return [{"name": n, "mimeType": self.files[n][0], "buffer": self.files[n][1]} for n in wanted]
 
 
 class _SnapshotFailed(Exception):

@@ -9,6 +9,8 @@ solution (the oracle) in the action grammar.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Any, Literal
 
@@ -26,6 +28,36 @@ from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, TaskSe
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
 # The apps a task may run in: the form app (the default) and the shop with its back office.
 APPS = ("forms", "shop")
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+MAX_TASK_FILE_BYTES = 64 * 1024
+
+
+class TaskFile(StrictModel):
+    """A file the episode gives the agent to upload (upload_file(ref, name)): its name and bytes."""
+
+    name: str = Field(description="A plain file name: letters, digits, '.', '_', '-'; no path.")
+    base64: str = Field(description=f"The file's bytes, base64 (at most {MAX_TASK_FILE_BYTES // 1024} KiB decoded).")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if not FILE_NAME_RE.match(v):
+            raise ValueError(f"file name {v!r} is not a plain name (letters, digits, '.', '_', '-'; up to 64)")
+        return v
+
+    @field_validator("base64")
+    @classmethod
+    def _bytes(cls, v: str) -> str:
+        try:
+            data = base64.b64decode(v, validate=True)
+        except binascii.Error as e:
+            raise ValueError(f"file content is not valid base64: {e}") from e
+        if len(data) > MAX_TASK_FILE_BYTES:
+            raise ValueError(f"file content is {len(data)} bytes; at most {MAX_TASK_FILE_BYTES}")
+        return v
+
+    def data(self) -> bytes:
+        return base64.b64decode(self.base64)
 
 
 def _without_unset(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
@@ -58,10 +90,13 @@ class BrowserTask(VisibleSpec):
     level: Literal[1, 2, 3] | None = Field(
         None, description="1: one page; 2: several pages; 3: several pages with information to find first."
     )
+    files: list[TaskFile] | None = Field(
+        None, max_length=8, description="Files the agent may upload in the episode (upload_file(ref, name))."
+    )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> dict[str, Any]:
-        return _without_unset(handler(self), ("app", "data_seed", "level"))
+        return _without_unset(handler(self), ("app", "data_seed", "level", "files"))
 
     @model_validator(mode="after")
     def _app_fields(self) -> BrowserTask:
@@ -69,6 +104,9 @@ class BrowserTask(VisibleSpec):
             raise ValueError(f"task {self.id!r}: data_seed is for app 'shop' only (app is {self.app!r})")
         if self.app == "shop" and self.seed:
             raise ValueError(f"task {self.id!r}: the shop's rows come from data_seed; remove `seed`")
+        names = [f.name for f in self.files or []]
+        if len(set(names)) != len(names):
+            raise ValueError(f"task {self.id!r}: two files share a name in `files` {names}; give each its own")
         return self
 
     @field_validator("start_path")

@@ -116,10 +116,6 @@ def test_browsergyms_own_examples_parse_here_with_our_refs(bg):
     bid = re.compile(r"'[a-z]{0,2}\d+'")
     for ex in examples:
         name = call_name(ex)
-        if name == "upload_file":
-            with pytest.raises(ActionError, match="not offered"):
-                parse_action(ex)
-            continue
         if bid.search(ex):
             with pytest.raises(ActionError, match="not a ref of this page"):
                 parse_action(ex)

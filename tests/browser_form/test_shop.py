@@ -240,13 +240,15 @@ def test_the_database_is_out_of_the_pages_reach(env, target):
     obs, _, term, _, info = env.step(f"goto({json.dumps(target)})")
     if target.startswith("file:"):
         assert info["tool"] == "refused" and not term
-        assert env.step("done()")[4]["outcome"] == Outcome.VIOLATION.value
     else:
         assert "not found" in obs["feedback"].lower()
-    # The browser itself, driven directly: the state folder is empty from its side.
+    # The browser itself, driven directly (before the episode ends: its page closes then):
+    # the state folder is empty from its side.
     page = env.session.page
     env.session.run(page.goto("file:///state/"))
     assert "app.sqlite" not in env.session.run(page.content())
+    if target.startswith("file:"):
+        assert env.step("done()")[4]["outcome"] == Outcome.VIOLATION.value
 
 
 @pytest.mark.docker

@@ -21,13 +21,6 @@ from sandgym.verifiers.browser_form.host import judge, normalise_answer, read_st
 BASIC_V1_HASH = "sha256:41e194fa8680dedcc8ad32df6869ee293ccba111cb58901cd772927f35b33fec"
 
 
-@pytest.fixture(scope="module")
-def template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("shop") / "template.sqlite"
-    shopdata.build_database(path)
-    return path
-
-
 def table_digest(path: Path) -> str:
     """Every row but the sign-in sessions'."""
     con = sqlite3.connect(path)
@@ -110,20 +103,6 @@ def test_read_state_keeps_only_the_tables_asked_for(template):
 
 
 # -- the app through Starlette's test client ------------------------------------------------------
-
-
-@pytest.fixture
-def client(template, tmp_path, monkeypatch):
-    from starlette.testclient import TestClient
-
-    from sandgym.envs.browser_form.app import shopapp
-
-    db = tmp_path / "app.sqlite"
-    db.write_bytes(template.read_bytes())
-    monkeypatch.setattr(shopapp, "DB_PATH", str(db))
-    with TestClient(shopapp.app, base_url="http://127.0.0.1:8000") as c:
-        c.db = db  # type: ignore[attr-defined]
-        yield c
 
 
 def login(client, username: str, password: str) -> None:

@@ -3,29 +3,60 @@
 Every request opens the database afresh (the host swaps the file on reset),
 and every piece of state lives in it, sessions and carts included, so
 nothing survives a reset in memory. Nothing here reaches any other system.
-Standalone on purpose: inside the sandbox it is imported as `formapp`.
+Inside the sandbox it is imported as `formapp`; what the apps share is in appkit.py.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import os
 import re
-import secrets
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date
-from urllib.parse import parse_qs, quote
+from typing import TYPE_CHECKING
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-DB_PATH = os.path.join(os.environ.get("SANDGYM_APP_STATE", "."), "app.sqlite")
-COOKIE = "sid"
+if TYPE_CHECKING or __package__:  # imported from the sandgym package (the host, tests; mypy)
+    from . import appkit
+    from .appkit import (
+        COOKIE,
+        db,
+        e,
+        field,
+        form_data,
+        frame,
+        login_form,
+        logout,
+        password_ok,
+        safe_next,
+        select,
+        signed_in,
+        signed_in_as,
+        to_login,
+    )
+else:  # inside the sandbox, the staged app folder is the import root
+    import appkit
+    from appkit import (
+        COOKIE,
+        db,
+        e,
+        field,
+        form_data,
+        frame,
+        login_form,
+        logout,
+        password_ok,
+        safe_next,
+        select,
+        signed_in,
+        signed_in_as,
+        to_login,
+    )
+
+SITE = "Acme Portal"
 EMAIL_RE = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 PHONE_RE = re.compile(r"^\+?[0-9][0-9 \-]{5,18}[0-9]$")
 CARD_RE = re.compile(r"^[0-9]{16}$")
@@ -34,34 +65,9 @@ POSTAL_RE = re.compile(r"^[A-Za-z0-9 \-]{3,10}$")
 SHIPPING = {"standard": ("Standard (5 days)", 0), "express": ("Express (1 day)", 900)}
 THEMES = ("light", "dark", "system")
 
-e = html.escape
-
-
-@contextmanager
-def db() -> Iterator[sqlite3.Connection]:
-    """One connection per request, committed and closed at its end: the
-    host replaces the file between episodes, and nothing may hold the old one."""
-    con = sqlite3.connect(DB_PATH, timeout=5.0)
-    con.row_factory = sqlite3.Row
-    try:
-        with con:
-            yield con
-    finally:
-        con.close()
-
-
-async def form_data(request: Request) -> dict[str, str]:
-    body = (await request.body()).decode("utf-8", "replace")
-    return {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
-
 
 def current_user(con: sqlite3.Connection, request: Request) -> sqlite3.Row | None:
-    token = request.cookies.get(COOKIE)
-    if not token:
-        return None
-    return con.execute(
-        "SELECT u.* FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token = ? AND u.deleted = 0", (token,)
-    ).fetchone()
+    return appkit.current_user(con, request, active="u.deleted = 0")
 
 
 def page(title: str, body: str, user: sqlite3.Row | None = None, status: str = "", code: int = 200) -> HTMLResponse:
@@ -69,39 +75,11 @@ def page(title: str, body: str, user: sqlite3.Row | None = None, status: str = "
         nav = (
             '<a href="/">Home</a> <a href="/profile">Profile</a> <a href="/settings">Settings</a> '
             '<a href="/shop">Shop</a> <a href="/cart">Cart</a> <a href="/book">Book a room</a> '
-            '<a href="/messages">Messages</a> <form method="post" action="/logout" style="display:inline">'
-            f"<button>Sign out</button></form> <span>Signed in as {e(user['username'])}</span>"
+            '<a href="/messages">Messages</a>' + signed_in_as(user)
         )
     else:
         nav = '<a href="/">Home</a> <a href="/login">Sign in</a>'
-    note = f'<p role="status">{e(status)}</p>' if status else ""
-    doc = (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} - Acme Portal</title>'
-        f'</head><body><nav aria-label="Main">{nav}</nav><main><h1>{e(title)}</h1>{note}{body}</main></body></html>'
-    )
-    return HTMLResponse(doc, status_code=code)
-
-
-def field(label: str, name: str, value: str = "", kind: str = "text", error: str = "", required: bool = False) -> str:
-    err_id = f"{name}-error"
-    err = f'<span id="{err_id}" role="alert">{e(error)}</span>' if error else ""
-    described = f' aria-describedby="{err_id}" aria-invalid="true"' if error else ""
-    req = " required" if required else ""
-    if kind == "textarea":
-        control = f'<textarea id="{name}" name="{name}"{described}{req}>{e(value)}</textarea>'
-    else:
-        control = f'<input id="{name}" name="{name}" type="{kind}" value="{e(value)}"{described}{req}>'
-    return f'<p><label for="{name}">{e(label)}</label> {control} {err}</p>'
-
-
-def select(label: str, name: str, options: list[tuple[str, str]], chosen: str = "", error: str = "") -> str:
-    opts = "".join(f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(t)}</option>' for v, t in options)
-    err = f'<span id="{name}-error" role="alert">{e(error)}</span>' if error else ""
-    return f'<p><label for="{name}">{e(label)}</label> <select id="{name}" name="{name}">{opts}</select> {err}</p>'
-
-
-def login_required(request: Request) -> RedirectResponse:
-    return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
+    return frame(SITE, title, nav, body, status, code)
 
 
 def money(cents: int) -> str:
@@ -119,48 +97,19 @@ async def home(request: Request) -> Response:
     return page("Welcome", f"<p>Hello, {e(user['display_name'])}.</p>", user)
 
 
-def login_form(next_path: str, error: str = "", username: str = "") -> str:
-    err = f'<p role="alert">{e(error)}</p>' if error else ""
-    return (
-        f'{err}<form method="post" action="/login"><input type="hidden" name="next" value="{e(next_path)}">'
-        + field("Username", "username", username, required=True)
-        + field("Password", "password", kind="password", required=True)
-        + "<button>Sign in</button></form>"
-    )
-
-
-def safe_next(path: str) -> str:
-    return path if path.startswith("/") and not path.startswith("//") else "/"
-
-
 async def login(request: Request) -> Response:
     if request.method == "GET":
-        return page("Sign in", login_form(safe_next(request.query_params.get("next", "/"))))
+        return page("Sign in", login_form(safe_next(request.query_params.get("next", "/")), required=True))
     data = await form_data(request)
     username, password = data.get("username", "").strip(), data.get("password", "")
     with db() as con:
         user = con.execute("SELECT * FROM users WHERE username = ? AND deleted = 0", (username,)).fetchone()
-        ok = user is not None and secrets.compare_digest(user["password"].encode(), password.encode())
+        ok = password_ok(user, password)
         con.execute("INSERT INTO logins (username, ok) VALUES (?, ?)", (username, int(ok)))
-        if not ok:
-            return page(
-                "Sign in",
-                login_form(safe_next(data.get("next", "/")), "Invalid username or password.", username),
-                code=401,
-            )
-        token = secrets.token_urlsafe(24)
-        con.execute("INSERT INTO sessions (token, user_id) VALUES (?, ?)", (token, user["id"]))
-    resp = RedirectResponse(safe_next(data.get("next", "/")), status_code=303)
-    resp.set_cookie(COOKIE, token, httponly=True, samesite="lax")
-    return resp
-
-
-async def logout(request: Request) -> Response:
-    with db() as con:
-        con.execute("DELETE FROM sessions WHERE token = ?", (request.cookies.get(COOKIE, ""),))
-    resp = RedirectResponse("/", status_code=303)
-    resp.delete_cookie(COOKIE)
-    return resp
+        if user is None or not ok:
+            body = login_form(safe_next(data.get("next", "/")), "Invalid username or password.", username, True)
+            return page("Sign in", body, code=401)
+        return signed_in(con, user["id"], data.get("next", "/"))
 
 
 # -- profile and settings --------------------------------------------------------------------
@@ -195,7 +144,7 @@ async def profile(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         if request.method == "GET":
             return page("Profile", profile_form({k: user[k] for k in keys}, {}), user)
         raw = await form_data(request)
@@ -232,7 +181,7 @@ async def settings(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         if request.method == "GET":
             return page("Settings", settings_form(user), user)
         d = await form_data(request)
@@ -252,7 +201,7 @@ async def delete_account(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         con.execute("UPDATE users SET deleted = 1 WHERE id = ?", (user["id"],))
         con.execute("DELETE FROM sessions WHERE user_id = ?", (user["id"],))
     return page("Account deleted", "<p>Your account was deleted.</p>")
@@ -273,7 +222,7 @@ async def shop(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         products = con.execute("SELECT * FROM products ORDER BY name").fetchall()
     rows = []
     for p in products:
@@ -299,7 +248,7 @@ async def cart_add(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         token = request.cookies[COOKIE]
         p = con.execute("SELECT * FROM products WHERE sku = ? AND stock > 0", (d.get("sku", ""),)).fetchone()
         if p is not None:
@@ -315,7 +264,7 @@ async def cart(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         token = request.cookies[COOKIE]
         error = ""
         if request.method == "POST":
@@ -368,7 +317,7 @@ async def checkout_shipping(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         token = request.cookies[COOKIE]
         if not cart_rows(con, token):
             return RedirectResponse("/cart", status_code=303)
@@ -416,7 +365,7 @@ async def checkout_payment(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         token = request.cookies[COOKIE]
         state = checkout_state(con, token)
         if not cart_rows(con, token) or not state.get("shipping"):
@@ -449,7 +398,7 @@ async def checkout_review(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         token = request.cookies[COOKIE]
         state, rows = checkout_state(con, token), cart_rows(con, token)
         if not rows or not state.get("card_last4"):
@@ -470,7 +419,7 @@ async def checkout_place(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         token = request.cookies[COOKIE]
         state, rows = checkout_state(con, token), cart_rows(con, token)
         if not rows or not state.get("card_last4"):
@@ -503,7 +452,7 @@ async def order_page(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         order = con.execute(
             "SELECT * FROM orders WHERE id = ? AND user_id = ?", (request.path_params["order_id"], user["id"])
         ).fetchone()
@@ -571,7 +520,7 @@ async def book(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         rooms = con.execute("SELECT * FROM rooms ORDER BY id").fetchall()
         if request.method == "GET":
             d = dict.fromkeys(keys, "") | {"guests": "1"}
@@ -598,7 +547,7 @@ async def bookings(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         rows = con.execute(
             "SELECT b.*, r.name AS room_name FROM bookings b JOIN rooms r ON r.id = b.room_id "
             "WHERE b.user_id = ? ORDER BY b.id",
@@ -622,7 +571,7 @@ async def messages(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         rows = con.execute("SELECT * FROM outbox WHERE user_id = ? ORDER BY id", (user["id"],)).fetchall()
     items = "".join(f"<li>To {e(r['recipient'])}: {e(r['subject'])}</li>" for r in rows) or "<li>Nothing sent yet.</li>"
     return page(
@@ -638,7 +587,7 @@ async def message_new(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
         if user is None:
-            return login_required(request)
+            return to_login(request)
         contacts = con.execute("SELECT * FROM contacts WHERE user_id = ? ORDER BY name", (user["id"],)).fetchall()
         d = dict.fromkeys(keys, "")
         errors: dict[str, str] = {}

@@ -7,24 +7,55 @@ products, cancel orders, create coupons. No route serves the database or any fil
 
 from __future__ import annotations
 
-import html
-import os
 import re
-import secrets
 import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date
-from typing import Any
-from urllib.parse import parse_qs, quote, urlencode
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-DB_PATH = os.path.join(os.environ.get("SANDGYM_APP_STATE", "."), "app.sqlite")
-COOKIE = "sid"
+if TYPE_CHECKING or __package__:  # imported from the sandgym package (the host, tests; mypy)
+    from .appkit import (
+        current_user,
+        db,
+        e,
+        field,
+        form_data,
+        frame,
+        login_form,
+        logout,
+        password_ok,
+        safe_next,
+        select,
+        signed_in,
+        signed_in_as,
+        to_login,
+    )
+    from .uploads import UploadRefused, image_kind, multipart_form
+else:  # inside the sandbox, the staged app folder is the import root
+    from appkit import (
+        current_user,
+        db,
+        e,
+        field,
+        form_data,
+        frame,
+        login_form,
+        logout,
+        password_ok,
+        safe_next,
+        select,
+        signed_in,
+        signed_in_as,
+        to_login,
+    )
+    from uploads import UploadRefused, image_kind, multipart_form
+
+SITE = "Harbour Goods"
 PAGE_SIZE = 20
 STATUSES = ("pending", "paid", "shipped", "delivered", "cancelled")
 SORTS = {"name": "Name", "price_asc": "Price: low to high", "price_desc": "Price: high to low", "rating": "Rating"}
@@ -33,32 +64,6 @@ SORT_SQL["rating"] = "p.rating DESC, p.name"
 PRICE_RE = re.compile(r"^[0-9]{1,6}(\.[0-9]{1,2})?$")
 CODE_RE = re.compile(r"^[A-Z0-9]{4,12}$")
 POSTAL_RE = re.compile(r"^[A-Za-z0-9 \-]{3,10}$")
-
-e = html.escape
-
-
-@contextmanager
-def db() -> Iterator[sqlite3.Connection]:
-    con = sqlite3.connect(DB_PATH, timeout=5.0)
-    con.row_factory = sqlite3.Row
-    try:
-        with con:
-            yield con
-    finally:
-        con.close()
-
-
-async def form_data(request: Request) -> dict[str, str]:
-    body = (await request.body()).decode("utf-8", "replace")
-    return {k: v[-1] for k, v in parse_qs(body, keep_blank_values=True).items()}
-
-
-def current_user(con: sqlite3.Connection, request: Request) -> sqlite3.Row | None:
-    token = request.cookies.get(COOKIE)
-    if not token:
-        return None
-    sql = "SELECT u.* FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.token = ?"
-    return con.execute(sql, (token,)).fetchone()
 
 
 def money(cents: int) -> str:
@@ -74,30 +79,8 @@ def page(title: str, body: str, user: sqlite3.Row | None = None, status: str = "
             links += ' <a href="/cart">Cart</a> <a href="/account/orders">My orders</a>'
         else:
             links += ' <a href="/admin">Back office</a>'
-        links += (
-            ' <form method="post" action="/logout" style="display:inline"><button>Sign out</button></form>'
-            f" <span>Signed in as {e(user['username'])}</span>"
-        )
-    note = f'<p role="status">{e(status)}</p>' if status else ""
-    doc = (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{e(title)} - Harbour Goods</title>'
-        f'</head><body><nav aria-label="Main">{links}</nav><main><h1>{e(title)}</h1>{note}{body}</main></body></html>'
-    )
-    return HTMLResponse(doc, status_code=code)
-
-
-def field(label: str, name: str, value: str = "", kind: str = "text", error: str = "") -> str:
-    err = f'<span id="{name}-error" role="alert">{e(error)}</span>' if error else ""
-    described = f' aria-describedby="{name}-error" aria-invalid="true"' if error else ""
-    return (
-        f'<p><label for="{name}">{e(label)}</label> '
-        f'<input id="{name}" name="{name}" type="{kind}" value="{e(value)}"{described}> {err}</p>'
-    )
-
-
-def select(label: str, name: str, options: list[tuple[str, str]], chosen: str = "") -> str:
-    opts = "".join(f'<option value="{e(v)}"{" selected" if v == chosen else ""}>{e(t)}</option>' for v, t in options)
-    return f'<p><label for="{name}">{e(label)}</label> <select id="{name}" name="{name}">{opts}</select></p>'
+        links += signed_in_as(user)
+    return frame(SITE, title, links, body, status, code)
 
 
 def table(caption: str, head: list[str], rows: list[list[str]]) -> str:
@@ -129,19 +112,13 @@ def page_of(con: sqlite3.Connection, cols: str, sql: str, args: list, order: str
     return total, con.execute(f"SELECT {cols}{sql}{limit}", [*args, PAGE_SIZE, (page_no - 1) * PAGE_SIZE]).fetchall()
 
 
-def to_login(request: Request) -> RedirectResponse:
-    return RedirectResponse(f"/login?next={quote(request.url.path)}", status_code=303)
-
-
 def forbidden(user: sqlite3.Row) -> HTMLResponse:
     return page("Not allowed", '<p role="alert">Your account may not open this page.</p>', user, code=403)
 
 
-def safe_next(path: str) -> str:
-    return path if path.startswith("/") and not path.startswith("//") else "/"
-
-
 # -- storefront ---------------------------------------------------------------------------------
+
+
 async def home(request: Request) -> Response:
     with db() as con:
         user = current_user(con, request)
@@ -161,32 +138,10 @@ async def login(request: Request) -> Response:
     username, password = data.get("username", "").strip(), data.get("password", "")
     with db() as con:
         user = con.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
-        if user is None or not secrets.compare_digest(user["password"].encode(), password.encode()):
+        if user is None or not password_ok(user, password):
             body = login_form(safe_next(data.get("next", "/")), "Invalid username or password.", username)
             return page("Sign in", body, code=401)
-        token = secrets.token_urlsafe(24)
-        con.execute("INSERT INTO sessions (token, user_id) VALUES (?, ?)", (token, user["id"]))
-    resp = RedirectResponse(safe_next(data.get("next", "/")), status_code=303)
-    resp.set_cookie(COOKIE, token, httponly=True, samesite="lax")
-    return resp
-
-
-def login_form(next_path: str, error: str = "", username: str = "") -> str:
-    err = f'<p role="alert">{e(error)}</p>' if error else ""
-    return (
-        f'{err}<form method="post" action="/login"><input type="hidden" name="next" value="{e(next_path)}">'
-        + field("Username", "username", username)
-        + field("Password", "password", kind="password")
-        + "<button>Sign in</button></form>"
-    )
-
-
-async def logout(request: Request) -> Response:
-    with db() as con:
-        con.execute("DELETE FROM sessions WHERE token = ?", (request.cookies.get(COOKIE, ""),))
-    resp = RedirectResponse("/", status_code=303)
-    resp.delete_cookie(COOKIE)
-    return resp
+        return signed_in(con, user["id"], data.get("next", "/"))
 
 
 def price_cents(text: str) -> int | None:
@@ -641,8 +596,9 @@ async def admin_product(request: Request) -> Response:
         if p is None:
             return page("Not found", "<p>No such product.</p>", user, code=404)
         d = {"price": f"{p['price_cents'] / 100:.2f}", "stock": str(p["stock"]), "active": str(p["active"])}
+        image = con.execute("SELECT filename, size FROM product_images WHERE sku = ?", (sku,)).fetchone()
         errors: dict[str, str] = {}
-        status = ""
+        status = "Image uploaded." if request.query_params.get("saved") == "image" else ""
         if request.method == "POST":
             if user["role"] != "admin":
                 return forbidden(user)
@@ -672,7 +628,52 @@ async def admin_product(request: Request) -> Response:
         + "<button>Save product</button></form>"
     )
     alert = '<p role="alert">Please fix the errors below.</p>' if errors else ""
-    return page("Edit product", alert + form, user, status=status, code=400 if errors else 200)
+    body = alert + form + image_form(sku, image)
+    return page("Edit product", body, user, status=status, code=400 if errors else 200)
+
+
+def image_form(sku: str, image: sqlite3.Row | None, error: str = "") -> str:
+    """The product image's upload form and what is there now."""
+    now = f"Current image: {e(image['filename'])} ({image['size']:,} bytes)." if image else "No image yet."
+    err = f'<span id="image-error" role="alert">{e(error)}</span>' if error else ""
+    described = ' aria-describedby="image-error" aria-invalid="true"' if error else ""
+    return (
+        f'<h2>Product image</h2><p>{now}</p><form method="post" action="/admin/products/{e(sku)}/image" '
+        'enctype="multipart/form-data"><p><label for="image">Image file (PNG, JPEG or GIF)</label> '
+        f'<input id="image" name="image" type="file" accept="image/png,image/jpeg,image/gif"{described}> {err}</p>'
+        "<button>Upload image</button></form>"
+    )
+
+
+async def admin_product_image(request: Request) -> Response:
+    """An admin replaces a product's image: one PNG, JPEG or GIF, judged by its bytes, kept in the database."""
+    sku = request.path_params["sku"]
+    with db() as con:
+        user, refused = staff_only(con, request)
+        if refused:
+            return refused
+        if user["role"] != "admin":
+            return forbidden(user)
+        if con.execute("SELECT 1 FROM products WHERE sku = ?", (sku,)).fetchone() is None:
+            return page("Not found", "<p>No such product.</p>", user, code=404)
+        try:
+            _, files = await multipart_form(request)
+            image = next((f for f in files if f.field == "image"), None)
+            if image is None or not image.data:
+                raise UploadRefused("Choose an image file to upload.")
+            kind = image_kind(image.data)
+            if kind is None:
+                raise UploadRefused("The file is not a PNG, JPEG or GIF image.")
+        except UploadRefused as err:
+            current = con.execute("SELECT * FROM product_images WHERE sku = ?", (sku,)).fetchone()
+            return page("Product image", image_form(sku, current, str(err)), user, code=400)
+        # The bytes by their hash in a table of their own: the checked table holds no BLOB.
+        con.execute("INSERT OR IGNORE INTO blobs (sha256, data) VALUES (?, ?)", (image.sha256, image.data))
+        con.execute(
+            "INSERT OR REPLACE INTO product_images (sku, filename, kind, size, sha256) VALUES (?, ?, ?, ?, ?)",
+            (sku, image.filename, kind, len(image.data), image.sha256),
+        )
+    return RedirectResponse(f"/admin/products/{quote(sku)}?saved=image", status_code=303)
 
 
 async def admin_customers(request: Request) -> Response:
@@ -796,4 +797,5 @@ app = Starlette(
     routes=[Route(path, fn) for path, fn in PAGES.items()]
     + [Route(path, fn, methods=RW) for path, fn in FORMS.items()]
     + [Route("/logout", logout, methods=["POST"])]
+    + [Route("/admin/products/{sku}/image", admin_product_image, methods=["POST"])]
 )

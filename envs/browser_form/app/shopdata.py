@@ -35,6 +35,9 @@ CREATE TABLE cart_items (user_id INTEGER NOT NULL, product_id INTEGER NOT NULL, 
 CREATE TABLE checkouts (user_id INTEGER PRIMARY KEY, ship_name TEXT NOT NULL, ship_address TEXT NOT NULL,
     ship_city TEXT NOT NULL, ship_postal TEXT NOT NULL);
 CREATE TABLE coupons (code TEXT PRIMARY KEY, percent INTEGER NOT NULL, expires TEXT NOT NULL);
+CREATE TABLE product_images (sku TEXT PRIMARY KEY, filename TEXT NOT NULL, kind TEXT NOT NULL,
+    size INTEGER NOT NULL, sha256 TEXT NOT NULL);
+CREATE TABLE blobs (sha256 TEXT PRIMARY KEY, data BLOB NOT NULL);
 CREATE INDEX orders_customer ON orders (customer_id);
 CREATE INDEX products_category ON products (category_id);
 """
