@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 from sandgym.runtimes import Runtime
 
+from .compile_cache import CompileCache
 from .languages import LANGUAGES
 from .run_code import RunCodeRequest, RunCodeResponse, run_code
 
@@ -24,18 +25,24 @@ from .run_code import RunCodeRequest, RunCodeResponse, run_code
 DEFAULT_CONCURRENCY = 4
 
 
-def mount_run_code(app: FastAPI, runtime: Runtime, concurrency: int = DEFAULT_CONCURRENCY) -> None:
+def mount_run_code(
+    app: FastAPI, runtime: Runtime, concurrency: int = DEFAULT_CONCURRENCY, compile_cache: bool = True
+) -> None:
     """Add `POST /run_code`, `GET /v1/ping` and `GET /languages` to `app`;
-    each request runs in a sandbox of `runtime`."""
+    each request runs in a sandbox of `runtime`. `compile_cache`: compiles
+    of the same source are reused (compile_cache.py), held in this app's
+    memory."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    cache = CompileCache() if compile_cache else None
+    app.state.compile_cache = cache
     # A thread semaphore, not an asyncio one: the app may serve from any
     # event loop (uvicorn's, a test client's).
     slots = threading.BoundedSemaphore(concurrency)
 
     def run_bounded(req: RunCodeRequest) -> RunCodeResponse:
         with slots:
-            return run_code(runtime, req)
+            return run_code(runtime, req, cache)
 
     @app.post("/run_code", response_model=RunCodeResponse, response_model_exclude_none=False)
     async def run_code_route(req: RunCodeRequest) -> Any:
@@ -59,14 +66,18 @@ def mount_run_code(app: FastAPI, runtime: Runtime, concurrency: int = DEFAULT_CO
 
 
 def build_run_code_app(
-    runtime: Runtime, concurrency: int = DEFAULT_CONCURRENCY, close_runtime: bool = True, max_body_bytes: int = 16 << 20
+    runtime: Runtime,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    close_runtime: bool = True,
+    max_body_bytes: int = 16 << 20,
+    compile_cache: bool = True,
 ) -> FastAPI:
     """An app serving SandboxFusion's `/run_code` alone. The runtime is
     closed at shutdown when `close_runtime`."""
     from sandgym.server import BodyLimit
 
     app = FastAPI(title="sandgym: SandboxFusion /run_code")
-    mount_run_code(app, runtime, concurrency)
+    mount_run_code(app, runtime, concurrency, compile_cache)
 
     @app.get("/health")
     async def health() -> dict[str, str]:
