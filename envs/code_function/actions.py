@@ -157,9 +157,13 @@ def extract_program(text: str) -> tuple[str | None, str, str]:
     else:
         tags = sorted({lang for lang, _ in found if lang.lower() not in FENCE_LANGUAGES})
         why = f" (unknown language tag {', '.join(tags)})" if tags else ""
-        return None, "python", (
-            f"no code found{why}: reply with the whole program in one fenced block tagged with its language, "
-            "such as ```python or ```cpp"
+        return (
+            None,
+            "python",
+            (
+                f"no code found{why}: reply with the whole program in one fenced block tagged with its language, "
+                "such as ```python or ```cpp"
+            ),
         )
     if not code.strip():
         return None, language, "the code block is empty: send the whole program"

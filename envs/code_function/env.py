@@ -72,7 +72,9 @@ def render_stdio_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
     v = task.visible
     parts = [v.prompt.rstrip()]
     for i, ex in enumerate(v.io_examples, 1):
-        parts.append(f"Example {i} input:\n```\n{ex.stdin.rstrip()}\n```\nExample {i} output:\n```\n{ex.stdout.rstrip()}\n```")
+        parts.append(
+            f"Example {i} input:\n```\n{ex.stdin.rstrip()}\n```\nExample {i} output:\n```\n{ex.stdout.rstrip()}\n```"
+        )
     how = (
         "Write a whole program that reads standard input and writes standard output, in one fenced block "
         f"tagged with its language ({STDIO_LANGUAGES}; e.g. ```cpp). Each hidden case has {v.timeout_s:g} s."
@@ -235,7 +237,10 @@ class CodeFunctionEnv(SandgymEnv):
         got = run_cases(self.task, code, lang, self.runtime, list(self.task.visible.io_examples), hidden=False)
         if got.outcome == Outcome.ENV_ERROR:
             raise SandboxError(got.detail)
-        lines = [f"{t.status.upper()}: example {i}" + (f" -> {t.detail}" if t.detail else "") for i, t in enumerate(got.tests, 1)]
+        lines = [
+            f"{t.status.upper()}: example {i}" + (f" -> {t.detail}" if t.detail else "")
+            for i, t in enumerate(got.tests, 1)
+        ]
         return "\n".join(lines or [got.detail])
 
     # -- what the harness's oracle and null policies play ---------------------

@@ -91,7 +91,8 @@ HOST_WRITE = {
     "nodejs": (
         "const fs = require('fs');\n"
         f"for (const p of [{_quoted(HOST_WRITES)}]) {{\n"
-        "  try { fs.writeFileSync(p, 'x'); console.log('wrote', p); } catch (e) { console.log('refused', p, e.code); }\n"
+        "  try { fs.writeFileSync(p, 'x'); console.log('wrote', p); } catch (e) { "
+        "console.log('refused', p, e.code); }\n"
         "}\n"
     ),
     "go": (
@@ -137,7 +138,7 @@ HOST_READ = {
         "            show(os.path.join(root, name))\n"
     ),
     "bash": (
-        f"for p in {_words(HOST_READS)}; do cat \"$p\"; done\n"
+        f'for p in {_words(HOST_READS)}; do cat "$p"; done\n'
         "cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline | tr '\\0' '\\n'\n"
         "find / -path /proc -prune -o -path /sys -prune -o -name '*secret*' -type f -print -exec cat {} + 2>/dev/null\n"
         "exit 0\n"
@@ -198,17 +199,19 @@ NETWORK = {
     ),
     "bash": (
         "for port in @PORT@ @LISTEN@; do\n"
-        '  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "REACHED $port"; else echo "no route $port"; fi\n'
+        '  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "REACHED '
+        '$port"; else echo "no route $port"; fi\n'
         "done\n"
     ),
     "cpp": (
-        "#include <arpa/inet.h>\n#include <cstdio>\n#include <netinet/in.h>\n#include <sys/socket.h>\n#include <unistd.h>\n"
+        "#include <arpa/inet.h>\n#include <cstdio>\n#include <netinet/in.h>\n#include "
+        "<sys/socket.h>\n#include <unistd.h>\n"
         "int main() {\n"
         "  for (int port : {@PORT@, @LISTEN@}) {\n"
         "    int s = socket(AF_INET, SOCK_STREAM, 0);\n"
         "    sockaddr_in a{};\n    a.sin_family = AF_INET;\n    a.sin_port = htons(port);\n"
         '    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);\n'
-        "    if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) std::printf(\"REACHED %d\\n\", port);\n"
+        '    if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) std::printf("REACHED %d\\n", port);\n'
         '    else std::printf("no route %d\\n", port);\n'
         "    close(s);\n  }\n}\n"
     ),
@@ -225,7 +228,8 @@ NETWORK = {
         'package main\n\nimport (\n\t"fmt"\n\t"net"\n\t"time"\n)\n\nfunc main() {\n'
         '\tfor _, addr := range []string{"127.0.0.1:@PORT@", "127.0.0.1:@LISTEN@"} {\n'
         '\t\tif c, err := net.DialTimeout("tcp", addr, 3*time.Second); err == nil {\n'
-        '\t\t\tfmt.Println("REACHED", addr)\n\t\t\tc.Close()\n\t\t} else {\n\t\t\tfmt.Println("no route", addr)\n\t\t}\n'
+        '\t\t\tfmt.Println("REACHED", addr)\n\t\t\tc.Close()\n\t\t} else '
+        '{\n\t\t\tfmt.Println("no route", addr)\n\t\t}\n'
         "\t}\n}\n"
     ),
     "java": (
@@ -297,12 +301,13 @@ DISK_FILL = {
     ),
     "bash": (
         "for where in . /tmp /dev/shm; do\n"
-        f"  for i in $(seq 0 16 {FILL_MB - 1}); do head -c 16M /dev/zero > \"$where/fill$i\" 2>/dev/null || break; done\n"
+        f'  for i in $(seq 0 16 {FILL_MB - 1}); do head -c 16M /dev/zero > "$where/fill$i" 2>/dev/null || break; done\n'
         '  echo "filled $where $(( $(cat "$where"/fill* 2>/dev/null | wc -c) >> 20 ))"\n'
         "done\n"
     ),
     "cpp": (
-        "#include <cstdio>\n#include <string>\n#include <vector>\nint main() {\n  std::vector<char> chunk(1 << 20, '0');\n"
+        "#include <cstdio>\n#include <string>\n#include <vector>\nint main() {\n  "
+        "std::vector<char> chunk(1 << 20, '0');\n"
         '  for (std::string where : {".", "/tmp", "/dev/shm"}) {\n'
         "    int n = 0;\n    bool full = false;\n"
         f"    while (!full && n < {FILL_MB}) {{\n"
@@ -321,7 +326,8 @@ DISK_FILL = {
         "  try {\n"
         f"    while (n < {FILL_MB}) {{\n"
         "      const fd = fs.openSync(`${where}/fill${n}`, 'w');\n"
-        "      try { for (let i = 0; i < 16; i++) { fs.writeSync(fd, chunk); n += 1; } } finally { fs.closeSync(fd); }\n"
+        "      try { for (let i = 0; i < 16; i++) { fs.writeSync(fd, chunk); n += 1; } } "
+        "finally { fs.closeSync(fd); }\n"
         "    }\n"
         "  } catch (e) {}\n"
         "  console.log('filled', where, n);\n}\n"
@@ -360,7 +366,9 @@ SIGNALS = {
         "            pass\n"
         "os.kill(-1, signal.SIGKILL)\n"
     ),
-    "bash": "kill -9 @PID@\nfor pid in $(seq 2 4096); do [ $pid != $$ ] && kill -9 $pid; done 2>/dev/null\nkill -9 -1\n",
+    "bash": (
+        "kill -9 @PID@\nfor pid in $(seq 2 4096); do [ $pid != $$ ] && kill -9 $pid; done 2>/dev/null\nkill -9 -1\n"
+    ),
     "cpp": (
         "#include <csignal>\n#include <unistd.h>\nint main() {\n  kill(@PID@, SIGKILL);\n"
         "  for (pid_t p = 2; p < 4096; ++p) if (p != getpid()) kill(p, SIGKILL);\n"
@@ -465,7 +473,8 @@ ESCAPE = {
     "nodejs": (
         "const fs = require('fs');\nconst { spawnSync } = require('child_process');\n"
         "try { process.setuid(0); console.log('setuid ok'); } catch (e) { console.log('setuid refused', e.code); }\n"
-        "try { fs.writeFileSync('/proc/sys/kernel/hostname', 'pwned'); } catch (e) { console.log('hostname', e.code); }\n"
+        "try { fs.writeFileSync('/proc/sys/kernel/hostname', 'pwned'); } catch (e) { "
+        "console.log('hostname', e.code); }\n"
         "const r = spawnSync('unshare', ['-Ur', 'sh', '-c', 'hostname pwned; echo x > /tmp/@MARK@-escape'], "
         "{ encoding: 'utf8' });\n"
         "console.log('unshare', r.status, r.stderr);\n"
@@ -505,11 +514,18 @@ COMPILE_INCLUDE = {
 
 
 def _a(name: str, category: str, summary: str, programs: dict[str, str], **kw) -> RunCodeAttack:
-    return RunCodeAttack(kind=f"run_code.{name}", family=FAMILY, category=category, summary=summary, programs=programs, **kw)
+    return RunCodeAttack(
+        kind=f"run_code.{name}", family=FAMILY, category=category, summary=summary, programs=programs, **kw
+    )
 
 
 ATTACKS: tuple[RunCodeAttack, ...] = (
-    _a("host-write", "writing outside the sandbox", "files written to the host's /tmp, /root, / by every path", HOST_WRITE),
+    _a(
+        "host-write",
+        "writing outside the sandbox",
+        "files written to the host's /tmp, /root, / by every path",
+        HOST_WRITE,
+    ),
     _a("host-read", "reading host secrets", "a host file, /proc/*/environ and a search for secrets", HOST_READ),
     _a("network", "network", "TCP and UDP to the server and a listener on the host's loopback", NETWORK),
     _a("fork-bomb", "exhaustion", "fork until refused", FORK_BOMB, run_timeout=5.0),

@@ -42,7 +42,7 @@ def test_the_bundled_set_has_reference_solutions_in_four_languages(tasks):
     assert len(tasks) >= 12
     for t in tasks.tasks:
         pair = CodeTaskPair.of(t)
-        assert pair.visible.kind == "stdio" and pair.visible.io_examples and len(pair.hidden.io_tests) >= 4
+        assert pair.visible.kind == "stdio" and pair.visible.io_examples and len(pair.hidden.io_tests) >= 3
         assert {"cpp", "nodejs", "go"} <= set(pair.hidden.reference_solutions), pair.id
 
 
@@ -138,8 +138,7 @@ def test_a_program_out_of_time_is_a_timeout_not_a_wrong_answer(tasks, runtime, l
 def test_a_slow_but_right_program_is_a_timeout(tasks, runtime):
     """Right on the small cases, out of time on the large ones: a timeout."""
     slow = (
-        "n = int(input())\n"
-        "print(sum(1 for k in range(2, n + 1) if all(k % d for d in range(2, int(k ** 0.5) + 1))))\n"
+        "n = int(input())\nprint(sum(1 for k in range(2, n + 1) if all(k % d for d in range(2, int(k ** 0.5) + 1))))\n"
     )
     v = verify_stdio(task(tasks, "count-primes", timeout_s=1.0), slow, "python", runtime)
     assert v.outcome == Outcome.TIMEOUT, v.tests

@@ -103,9 +103,7 @@ def run_cases(
                 results.append(_judged(_case_name(case, i), r, case.stdout, hidden))
     except SandboxError as e:
         return Attempt(outcome=Outcome.ENV_ERROR, detail=str(e), duration_s=time.perf_counter() - t0)
-    return Attempt(
-        outcome=outcome_of(results), tests=results, duration_s=time.perf_counter() - t0, create_s=create_s
-    )
+    return Attempt(outcome=outcome_of(results), tests=results, duration_s=time.perf_counter() - t0, create_s=create_s)
 
 
 def _judged(name: str, r, want: str, hidden: bool) -> TestResult:
