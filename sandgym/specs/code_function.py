@@ -42,6 +42,16 @@ class IOCase(StrictModel):
 TaskKind = Literal["function", "stdio"]
 
 
+def same_output(got: str, want: str) -> bool:
+    """How a stdio program's output is judged: equal to the expected one
+    up to trailing whitespace on each line and trailing blank lines."""
+    return output_lines(got) == output_lines(want)
+
+
+def output_lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.rstrip().splitlines()]
+
+
 def _without_defaults(data: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
     """A dump without the fields stdio tasks added, where they hold their
     defaults: the content hash of every function-task set stays what it was."""

@@ -16,9 +16,9 @@ from sandgym.envs.code_function.actions import extract_program, parse_action
 from sandgym.envs.code_function.trainer import judge
 from sandgym.outcomes import Outcome
 from sandgym.specs import TaskSet
-from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair
+from sandgym.specs.code_function import CodeHidden, CodeTask, CodeTaskPair, same_output
 from sandgym.verifiers.code_function.host import validate_task
-from sandgym.verifiers.code_function.stdio import same_output, verify_stdio
+from sandgym.verifiers.code_function.stdio import verify_stdio
 
 SET = "code_function/stdio-v1"
 

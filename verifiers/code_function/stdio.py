@@ -19,7 +19,7 @@ import time
 from sandgym.fusion.languages import BASE_ENV, IMAGE, LANGUAGES, Language
 from sandgym.outcomes import Outcome
 from sandgym.runtimes.base import Runtime, SandboxError, SandboxSpec
-from sandgym.specs.code_function import CodeTaskPair, IOCase
+from sandgym.specs.code_function import CodeTaskPair, IOCase, output_lines, same_output
 from sandgym.verifiers.models import Attempt, TestResult, Verdict
 from sandgym.verifiers.retry import attempts_until_settled
 
@@ -45,21 +45,12 @@ def stdio_spec(task: CodeTaskPair, cases: int) -> SandboxSpec:
     )
 
 
-def same_output(got: str, want: str) -> bool:
-    """Equal up to trailing whitespace on each line and trailing blank lines."""
-    return _lines(got) == _lines(want)
-
-
-def _lines(text: str) -> list[str]:
-    return [line.rstrip() for line in text.rstrip().splitlines()]
-
-
 def _case_name(case: IOCase, i: int) -> str:
     return case.name or f"case_{i}"
 
 
 def _first_difference(got: str, want: str) -> str:
-    g, w = _lines(got), _lines(want)
+    g, w = output_lines(got), output_lines(want)
     for i in range(max(len(g), len(w))):
         a = g[i] if i < len(g) else "<end of output>"
         b = w[i] if i < len(w) else "<end of output>"
