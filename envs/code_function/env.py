@@ -32,7 +32,7 @@ from sandgym.verifiers.code_function.host import boundary_mount, candidate_isola
 from sandgym.verifiers.code_function.stdio import run_cases, stdio_language, verify_stdio
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
-from .actions import TOOL_MODELS, parse_action, tool_text
+from .actions import FENCE_LANGUAGES, TOOL_MODELS, parse_action, tool_text
 
 Mode = Literal["single", "multi"]
 
@@ -65,7 +65,8 @@ def render_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
     return "\n\n".join(parts)
 
 
-STDIO_LANGUAGES = "python, cpp, java, go, rust, nodejs, typescript, bash, php, ruby, lua, perl"
+# The languages a stdio program may be written in, by their fence tags (actions.py).
+STDIO_LANGUAGES = ", ".join(dict.fromkeys(FENCE_LANGUAGES.values()))
 
 
 def render_stdio_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
