@@ -391,6 +391,9 @@ POOLED_STATE = {
         "if os.fork() == 0:\n"
         "    os.setsid()\n"
         "    if os.fork() == 0:\n"
+        "        null = os.open('/dev/null', os.O_RDWR)\n"
+        "        for fd in (0, 1, 2):\n"
+        "            os.dup2(null, fd)\n"
         "        os.execv('/bin/sleep', ['planted-sleeper', '60'])\n"
         "    os._exit(0)\n"
         "print('planted')\n"
@@ -405,7 +408,12 @@ POOLED_STATE = {
         '  for (const char* p : {"planted", "/tmp/planted", "/dev/shm/planted"})\n'
         '    if (FILE* f = std::fopen(p, "w")) std::fclose(f);\n'
         "  if (fork() == 0) {\n    setsid();\n"
-        '    if (fork() == 0) execl("/bin/sleep", "planted-sleeper", "60", (char*)nullptr);\n'
+        "    if (fork() == 0) {\n"
+        '      std::freopen("/dev/null", "r", stdin);\n'
+        '      std::freopen("/dev/null", "w", stdout);\n'
+        '      std::freopen("/dev/null", "w", stderr);\n'
+        '      execl("/bin/sleep", "planted-sleeper", "60", (char*)nullptr);\n'
+        "    }\n"
         "    _exit(0);\n  }\n"
         '  std::puts("planted");\n}\n'
     ),
