@@ -51,7 +51,10 @@ FENCE_LANGUAGES = {
     **{t: "bash" for t in ("bash", "sh", "shell")},
     **{t: "ruby" for t in ("rb", "ruby")},
     **{t: "perl" for t in ("pl", "perl")},
-    **{t: t for t in ("java", "php", "lua")},
+    **{t: "csharp" for t in ("cs", "csharp")},
+    **{t: "racket" for t in ("rkt", "racket")},
+    "r": "R",
+    **{t: t for t in ("java", "php", "lua", "scala")},
 }
 
 
