@@ -115,8 +115,8 @@ LANGUAGES: dict[str, Language] = {
         Language(
             "scala",
             "Main.scala",
-            ("scala", "-nc", "-cp", ".", "Main"),
-            compile=("scalac", "-nc", "-d", ".", "Main.scala"),
+            ("scala", "-cp", ".", "Main"),
+            compile=("scalac", "-d", ".", "Main.scala"),
             env={"JAVA_OPTS": " ".join(_JVM)},
         ),
         # `raco make` compiles the module (and reports syntax errors) ahead of the run.
