@@ -8,7 +8,14 @@ from __future__ import annotations
 import keyword
 from typing import Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, VisibleSpec, json_data
 
@@ -68,7 +75,9 @@ class CodeTask(VisibleSpec):
     title: str = ""
     prompt: str = Field(min_length=1, description="What the agent is asked to do.")
     kind: TaskKind = Field("function", description="function: a Python function; stdio: a program reading stdin.")
-    entry_point: str = Field("", description="Name of the function the code must define (function tasks).")
+    entry_point: str = Field(
+        "", validate_default=True, description="Name of the function the code must define (function tasks)."
+    )
     context_code: str = Field("", description="Code the candidate module starts with (imports, helpers).")
     examples: list[Example] = Field(default_factory=list, description="Visible examples.")
     io_examples: list[IOCase] = Field(default_factory=list, description="Visible input/output pairs (stdio tasks).")
@@ -81,13 +90,20 @@ class CodeTask(VisibleSpec):
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         return _without_defaults(handler(self), {"kind": "function", "io_examples": []})
 
-    @model_validator(mode="after")
-    def _entry(self) -> CodeTask:
-        v = self.entry_point
-        if self.kind == "function" and (not v.isidentifier() or keyword.iskeyword(v)):
+    @field_validator("entry_point")
+    @classmethod
+    def _entry(cls, v: str, info: ValidationInfo) -> str:
+        kind = info.data.get("kind", "function")
+        if kind == "function" and (not v.isidentifier() or keyword.iskeyword(v)):
             raise ValueError(f"entry_point {v!r} is not a Python identifier")
-        if self.kind == "stdio" and (v or self.examples):
-            raise ValueError("a stdio task has no entry_point and no examples: give io_examples")
+        if kind == "stdio" and v:
+            raise ValueError("a stdio task has no entry_point: it asks for a whole program")
+        return v
+
+    @model_validator(mode="after")
+    def _kind_fields(self) -> CodeTask:
+        if self.kind == "stdio" and self.examples:
+            raise ValueError("a stdio task has no examples: give io_examples")
         if self.kind == "function" and self.io_examples:
             raise ValueError("io_examples belong to stdio tasks (kind: stdio)")
         return self

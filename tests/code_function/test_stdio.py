@@ -47,8 +47,10 @@ def test_the_bundled_set_has_reference_solutions_in_four_languages(tasks):
 
 
 def test_stdio_specs_are_checked():
-    with pytest.raises(ValidationError, match="io_examples"):
+    with pytest.raises(ValidationError, match="whole program"):
         CodeTask(id="x/y", kind="stdio", prompt="p", entry_point="f")
+    with pytest.raises(ValidationError, match="io_examples"):
+        CodeTask(id="x/y", kind="stdio", prompt="p", examples=[{"args": [1], "expected": 1}])
     with pytest.raises(ValidationError, match="stdio"):
         CodeTask(id="x/y", prompt="p", entry_point="f", io_examples=[{"stdin": "1", "stdout": "1"}])
     with pytest.raises(ValidationError, match="io_tests"):
