@@ -170,6 +170,6 @@ def submit(
         id=req.id,
         accepted=bool(tests) and all(t.passed for t in tests),
         extracted_code=code,
-        extracted_type=kind,  # type: ignore[arg-type]
+        extracted_type=kind,
         tests=tests,
     )

@@ -8,11 +8,11 @@ same way."""
 
 from __future__ import annotations
 
-import gymnasium as gym
 import pytest
 from pydantic import ValidationError
 
 from sandgym.envs.code_function.actions import extract_program, parse_action
+from sandgym.envs.code_function.env import CodeFunctionEnv
 from sandgym.envs.code_function.trainer import judge
 from sandgym.outcomes import Outcome
 from sandgym.specs import TaskSet
@@ -160,18 +160,18 @@ def test_compile_and_runtime_errors_fail(tasks, runtime):
 
 @pytest.mark.sandbox
 def test_the_env_judges_stdio_programs_in_any_language(tasks, runtime):
-    env = gym.make("sandgym/CodeFunction-v0", tasks=SET, runtime=runtime)
+    env = CodeFunctionEnv(tasks=SET, runtime=runtime)
     try:
         obs, _ = env.reset(options={"task_id": "stdio/gcd-lcm"})
         assert "```cpp" in obs["task"] and "Example 1 input" in obs["task"]
-        _, reward, done, _, info = env.step(env.unwrapped.oracle_actions()[0])
+        _, reward, done, _, info = env.step(env.oracle_actions()[0])
         assert done and reward == 1.0 and info["outcome"] == "passed", info
         pair = CodeTaskPair.of(tasks.get("stdio/gcd-lcm"))
         env.reset(options={"task_id": "stdio/gcd-lcm"})
         _, reward, _, _, info = env.step(f"Here it is:\n```cpp\n{pair.reference('cpp')}```\n")
-        assert reward == 1.0 and env.unwrapped.submitted_language == "cpp", info
+        assert reward == 1.0 and env.submitted_language == "cpp", info
         env.reset(options={"task_id": "stdio/gcd-lcm"})
-        _, reward, _, _, info = env.step(env.unwrapped.null_actions()[0])
+        _, reward, _, _, info = env.step(env.null_actions()[0])
         assert reward == 0.0 and info["outcome"] == "failed"
     finally:
         env.close()
@@ -179,7 +179,7 @@ def test_the_env_judges_stdio_programs_in_any_language(tasks, runtime):
 
 @pytest.mark.sandbox
 def test_multi_turn_runs_show_the_visible_examples(tasks, runtime):
-    env = gym.make("sandgym/CodeFunction-v0", tasks=SET, runtime=runtime, mode="multi", max_turns=3)
+    env = CodeFunctionEnv(tasks=SET, runtime=runtime, mode="multi", max_turns=3)
     try:
         env.reset(options={"task_id": "stdio/reverse-words"})
         obs, reward, done, _, _ = env.step("```nodejs\nconsole.log('nope');\n```")
