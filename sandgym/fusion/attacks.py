@@ -204,7 +204,7 @@ NETWORK = {
         "done\n"
     ),
     "cpp": (
-        "#include <arpa/inet.h>\n#include <cstdio>\n#include <netinet/in.h>\n#include "
+        "#include <arpa/inet.h>\n#include <cstdio>\n#include <initializer_list>\n#include <netinet/in.h>\n#include "
         "<sys/socket.h>\n#include <unistd.h>\n"
         "int main() {\n"
         "  for (int port : {@PORT@, @LISTEN@}) {\n"
@@ -404,7 +404,7 @@ POOLED_STATE = {
         "echo planted\n"
     ),
     "cpp": (
-        "#include <cstdio>\n#include <unistd.h>\nint main() {\n"
+        "#include <cstdio>\n#include <initializer_list>\n#include <unistd.h>\nint main() {\n"
         '  for (const char* p : {"planted", "/tmp/planted", "/dev/shm/planted"})\n'
         '    if (FILE* f = std::fopen(p, "w")) std::fclose(f);\n'
         "  if (fork() == 0) {\n    setsid();\n"
