@@ -296,7 +296,9 @@ def test_privilege_and_namespace_moves_change_nothing_outside(host):
         assert r["response"]["status"] in ("Success", "Failed"), (lang, r)
         assert r["response"]["run_result"]["status"] == "Finished", (lang, r)
     py = run_out(got["python"])
-    for name in ("setuid", "mount", "sethostname", "proc-hostname", "chroot"):
+    # chroot itself is allowed on the local runtime (the sandbox's own mount
+    # namespace: it leads back to the sandbox's root); the rest is refused.
+    for name in ("setuid", "mount", "sethostname", "proc-hostname"):
         line = next(line for line in py.splitlines() if line.startswith(name + " "))
         assert "refused" in line or "returned -1" in line, line
     host.check(mark)
