@@ -11,7 +11,12 @@ language's host columns say so. The host's toolchain versions are not the
 image's (Debian bookworm's): the ratio compares sandgym's whole path with
 the host's, not two builds of one compiler.
 
-    .venv/bin/python benchmarks/bench_run_code.py [--runtime local] [-n 10] [--languages python,cpp]
+The main table runs with the compile cache off (every request compiles,
+as the host peer does); a second table gives each compiled language's
+P50/P95 with the cache on (the same source again: its compile reused),
+against the cache off, in the same run.
+
+    .venv/bin/python benchmarks/bench_run_code.py [--runtime local] [-n 10] [--languages python,cpp] [--no-cache-table]
 """
 
 from __future__ import annotations
@@ -129,6 +134,7 @@ def main() -> None:
     ap.add_argument("--runtime", default="local")
     ap.add_argument("-n", type=int, default=10, help="requests per language and mode")
     ap.add_argument("--languages", default=",".join(HELLO))
+    ap.add_argument("--no-cache-table", action="store_true", help="skip the compile-cache table")
     args = ap.parse_args()
     langs = [x for x in args.languages.split(",") if x]
     print(f"load: {os.getloadavg()} · runtime {args.runtime} · n={args.n}", flush=True)
@@ -137,7 +143,7 @@ def main() -> None:
     go = shutil.which("go", path=HOST_PATH)
     go_cache = subprocess.run([go, "env", "GOCACHE"], capture_output=True, text=True).stdout.strip() if go else ""
     try:
-        with serving(build_run_code_app(rt, concurrency=2, close_runtime=False)) as url:
+        with serving(build_run_code_app(rt, concurrency=2, close_runtime=False, compile_cache=False)) as url:
             for lang in langs:
                 s50, s95, sthr = measure(functools.partial(post, url, lang), args.n)
                 missing = host_missing(lang)
@@ -156,7 +162,26 @@ def main() -> None:
     for lang, s50, s95, sthr, h, missing in rows:
         host = f"{h[0] * 1e3:8.0f} {h[1] * 1e3:8.0f} {h[2]:7.2f}  x{s50 / h[0]:5.1f}" if h else f"(no {missing})"
         print(f"{lang:11s} {s50 * 1e3:8.0f} {s95 * 1e3:8.0f}     {sthr:7.2f}  | {host}")
+    if not args.no_cache_table:
+        cache_table(args.runtime, [r for r in rows if LANGUAGES[r[0]].compile], args.n)
     print(f"load after: {os.getloadavg()}")
+
+
+def cache_table(runtime: str, rows: list[tuple], n: int) -> None:
+    """Compiled languages with the compile cache on, against the rows
+    measured with it off."""
+    rt = get_runtime(runtime)
+    print(f"\ncompile cache on (load {os.getloadavg()})")
+    print("language    cache off ms       cache on ms        P50 ratio")
+    print("            P50      P95       P50      P95")
+    try:
+        with serving(build_run_code_app(rt, concurrency=2, close_runtime=False)) as url:
+            for lang, s50, s95, *_ in rows:
+                on50, on95, _ = measure(functools.partial(post, url, lang), n)
+                off = f"{s50 * 1e3:8.0f} {s95 * 1e3:8.0f}"
+                print(f"{lang:11s} {off}  {on50 * 1e3:8.0f} {on95 * 1e3:8.0f}    x{s50 / on50:5.1f}")
+    finally:
+        rt.close()
 
 
 if __name__ == "__main__":

@@ -89,6 +89,13 @@ RECIPES = {
                 "lua5.4",
                 "perl",
                 "gdc",
+                # More of SandboxFusion's languages that Debian serves: R, C#
+                # (Mono), Scala 2.11 (on the JDK above) and Racket.
+                "r-base-core",
+                "mono-mcs",
+                "mono-runtime",
+                "scala",
+                "racket",
             ),
         ),
         ImageRecipe(

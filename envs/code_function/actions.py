@@ -37,6 +37,25 @@ class ParsedAction:
     code: str | None
     problem: str = ""  # why no code was found
     any_code: bool = False  # the action held code, usable or not
+    language: str = "python"  # stdio tasks: the `/run_code` language of the code
+
+
+# Stdio tasks: a fence's language tag -> the `/run_code` language it names.
+FENCE_LANGUAGES = {
+    **{t: "python" for t in ("", "py", "python", "python3")},
+    **{t: "cpp" for t in ("cpp", "c++", "cc", "cxx")},
+    **{t: "nodejs" for t in ("js", "javascript", "node", "nodejs")},
+    **{t: "typescript" for t in ("ts", "typescript")},
+    **{t: "go" for t in ("go", "golang")},
+    **{t: "rust" for t in ("rs", "rust")},
+    **{t: "bash" for t in ("bash", "sh", "shell")},
+    **{t: "ruby" for t in ("rb", "ruby")},
+    **{t: "perl" for t in ("pl", "perl")},
+    **{t: "csharp" for t in ("cs", "csharp")},
+    **{t: "racket" for t in ("rkt", "racket")},
+    "r": "R",
+    **{t: t for t in ("java", "php", "lua", "scala")},
+}
 
 
 def fenced_blocks(text: str) -> tuple[list[tuple[str, str]], str]:
@@ -126,6 +145,34 @@ def extract_code(text: str, entry_point: str) -> tuple[str | None, str]:
     return code, ""
 
 
+def extract_program(text: str) -> tuple[str | None, str, str]:
+    """Stdio tasks: (code, language, problem) from the last fenced block
+    whose tag names a language (FENCE_LANGUAGES; no tag: Python), or an
+    unclosed ```python block at the end."""
+    found, rest = fenced_blocks(text)
+    blocks = [(FENCE_LANGUAGES.get(lang.lower()), body) for lang, body in found]
+    known = [(lang, body) for lang, body in blocks if lang is not None]
+    unclosed = open_block(rest)
+    if known:
+        language, code = known[-1]
+    elif unclosed is not None:
+        language, code = "python", unclosed
+    else:
+        tags = sorted({lang for lang, _ in found if lang.lower() not in FENCE_LANGUAGES})
+        why = f" (unknown language tag {', '.join(tags)})" if tags else ""
+        return (
+            None,
+            "python",
+            (
+                f"no code found{why}: reply with the whole program in one fenced block tagged with its language, "
+                "such as ```python or ```cpp"
+            ),
+        )
+    if not code.strip():
+        return None, language, "the code block is empty: send the whole program"
+    return code, language, ""
+
+
 def submit_marker(text: str) -> int | None:
     """Where the text after a `SUBMIT` line starts, or None. The marker is a
     line of its own before any fence: reasoning may come before it, but
@@ -140,16 +187,25 @@ def submit_marker(text: str) -> int | None:
     return None
 
 
-def parse_action(text: str, entry_point: str, multi_turn: bool) -> ParsedAction:
+def parse_action(text: str, entry_point: str, multi_turn: bool, stdio: bool = False) -> ParsedAction:
+    """`stdio`: the task asks for a whole program in any language (extract_program)."""
     submit = not multi_turn
     if multi_turn:
         after = submit_marker(text)
         if after is not None:
             submit = True
             text = text[after:]
-    code, problem = extract_code(text, entry_point)
+    language = "python"
+    if stdio:
+        code, language, problem = extract_program(text)
+    else:
+        code, problem = extract_code(text, entry_point)
     return ParsedAction(
-        submit=submit, code=code, problem=problem, any_code=code is not None or not problem.startswith("no code found")
+        submit=submit,
+        code=code,
+        problem=problem,
+        any_code=code is not None or not problem.startswith("no code found"),
+        language=language,
     )
 
 

@@ -4,6 +4,11 @@ Single-turn: one action holds the code; it is verified and the episode ends.
 Multi-turn: actions run code on the visible examples in the agent's own
 sandbox, until one submits (or the turns run out: the last action is
 always a submission). Verification always happens in a fresh sandbox.
+
+Stdio tasks (`kind: stdio`): the action holds a whole program in any
+language of the `/run_code` table, in a fence tagged with it; hidden
+input/output pairs judge it (verifiers/code_function/stdio.py), and a
+multi-turn run shows the visible pairs' results.
 """
 
 from __future__ import annotations
@@ -24,9 +29,10 @@ from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.code_function import CodeTaskPair
 from sandgym.specs.code_function_options import CodeFunctionOptions
 from sandgym.verifiers.code_function.host import boundary_mount, candidate_isolation, run_examples, verify
+from sandgym.verifiers.code_function.stdio import run_cases, stdio_language, verify_stdio
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
-from .actions import TOOL_MODELS, parse_action, tool_text
+from .actions import FENCE_LANGUAGES, TOOL_MODELS, parse_action, tool_text
 
 Mode = Literal["single", "multi"]
 
@@ -42,6 +48,8 @@ def _call_text(entry_point: str, ex) -> str:
 
 def render_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
     v = task.visible
+    if v.kind == "stdio":
+        return render_stdio_prompt(task, mode, max_turns)
     parts = [v.prompt.rstrip()]
     if v.examples:
         parts.append("Examples:\n" + "\n".join("  " + _call_text(v.entry_point, ex) for ex in v.examples))
@@ -54,6 +62,30 @@ def render_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
             f"(SUBMIT alone submits the code you ran last). Your last turn is always a submission. "
             f"The code must define `{v.entry_point}`."
         )
+    return "\n\n".join(parts)
+
+
+# The languages a stdio program may be written in, by their fence tags (actions.py).
+STDIO_LANGUAGES = ", ".join(dict.fromkeys(FENCE_LANGUAGES.values()))
+
+
+def render_stdio_prompt(task: CodeTaskPair, mode: Mode, max_turns: int) -> str:
+    v = task.visible
+    parts = [v.prompt.rstrip()]
+    for i, ex in enumerate(v.io_examples, 1):
+        parts.append(
+            f"Example {i} input:\n```\n{ex.stdin.rstrip()}\n```\nExample {i} output:\n```\n{ex.stdout.rstrip()}\n```"
+        )
+    how = (
+        "Write a whole program that reads standard input and writes standard output, in one fenced block "
+        f"tagged with its language ({STDIO_LANGUAGES}; e.g. ```cpp). Each hidden case has {v.timeout_s:g} s."
+    )
+    if mode == "multi":
+        how += (
+            f" You have {max_turns} turns. A reply with a program runs it on the examples and shows the results. "
+            "To submit, write SUBMIT on the first line, then the block. Your last turn is always a submission."
+        )
+    parts.append(how)
     return "\n\n".join(parts)
 
 
@@ -102,6 +134,7 @@ class CodeFunctionEnv(SandgymEnv):
         self.timings: dict[str, float] = {}
         self._sandbox: Sandbox | None = None
         self._last_code: str | None = None
+        self.submitted_language = self._last_language = "python"
         self._turn = 0
         self._limit = self.max_turns  # this episode's turns: step_limit(max_turns)
         self._done = True
@@ -132,6 +165,7 @@ class CodeFunctionEnv(SandgymEnv):
         self._turn, self._done = 0, False
         self._limit = self.step_limit(self.max_turns)
         self._last_code = self.submitted_code = self.artifact = None
+        self.submitted_language = self._last_language = "python"
         self.last_verdict = None
         self.timings = {"create_s": 0.0, "exec_s": 0.0, "verify_s": 0.0}
         self._obs = {"task": render_prompt(self.task, self.mode, self._limit), "feedback": ""}
@@ -153,14 +187,17 @@ class CodeFunctionEnv(SandgymEnv):
             if final_turn:
                 return self._finish(self._last_code, problem)
             return self._observe(f"{problem}. Turn {self._turn} of {self._limit}.", "invalid")
-        parsed = parse_action(action, self.task.visible.entry_point, self.mode == "multi")
+        stdio = self.task.visible.kind == "stdio"
+        parsed = parse_action(action, self.task.visible.entry_point, self.mode == "multi", stdio=stdio)
         if parsed.submit or final_turn:
             # An action with no code at all submits the code run last.
+            if parsed.any_code:
+                self._last_language = parsed.language
             code = parsed.code if parsed.any_code else self._last_code
             return self._finish(code, parsed.problem)
         if parsed.code is None:
             return self._observe(f"{parsed.problem}. Turn {self._turn} of {self._limit}.", "invalid")
-        self._last_code = parsed.code
+        self._last_code, self._last_language = parsed.code, parsed.language
         t0 = time.perf_counter()
         try:
             feedback = self._run_examples(parsed.code)
@@ -177,6 +214,8 @@ class CodeFunctionEnv(SandgymEnv):
         again after a backoff (`verifier_retries` times); SandboxError if it
         keeps failing."""
         assert self.task is not None
+        if self.task.visible.kind == "stdio":
+            return self._run_io_examples(code)
         for n in range(self.verifier_retries + 1):
             if self._aborted.is_set():
                 raise SandboxError("aborted: the episode's deadline passed, or the run was interrupted")
@@ -188,6 +227,22 @@ class CodeFunctionEnv(SandgymEnv):
             if n < self.verifier_retries:
                 self._aborted.wait(retry_delay(n, 0.5, 8.0))
         raise SandboxError(feedback)
+
+    def _run_io_examples(self, code: str) -> str:
+        """Stdio tasks: the visible pairs, in a fresh sandbox of the
+        `polyglot` image (the agent's own has no compilers)."""
+        assert self.task is not None
+        if not self.task.visible.io_examples:
+            return "this task has no visible examples: submit when ready"
+        lang = stdio_language(self._last_language)
+        got = run_cases(self.task, code, lang, self.runtime, list(self.task.visible.io_examples), hidden=False)
+        if got.outcome == Outcome.ENV_ERROR:
+            raise SandboxError(got.detail)
+        lines = [
+            f"{t.status.upper()}: example {i}" + (f" -> {t.detail}" if t.detail else "")
+            for i, t in enumerate(got.tests, 1)
+        ]
+        return "\n".join(lines or [got.detail])
 
     # -- what the harness's oracle and null policies play ---------------------
 
@@ -290,6 +345,12 @@ class CodeFunctionEnv(SandgymEnv):
                 verifier_version="none", outcome=Outcome.FAILED, detail=problem or "nothing was submitted"
             )
             feedback = f"{problem}. The episode is over: nothing was verified."
+        elif self.task.visible.kind == "stdio":
+            self.submitted_language = self._last_language
+            self.last_verdict = verify_stdio(
+                self.task, code, self.submitted_language, self.runtime, retries=self.verifier_retries
+            )
+            feedback = self._verdict_text(self.last_verdict)
         else:
             self.last_verdict = verify(
                 self.task, code, self.runtime, retries=self.verifier_retries, watch=self._watch_verifier

@@ -13,9 +13,10 @@ from sandgym.runtimes import Runtime
 from sandgym.specs import TaskPair
 from sandgym.specs.code_function import CodeTaskPair
 from sandgym.verifiers.code_function.host import verify
+from sandgym.verifiers.code_function.stdio import verify_stdio
 from sandgym.verifiers.models import Verdict
 
-from .actions import extract_code
+from .actions import extract_code, extract_program
 from .env import render_prompt
 
 
@@ -28,6 +29,11 @@ def judge(task: TaskPair, completion: str, runtime: Runtime, retries: int) -> Ve
     """The verdict on one completion's code. A completion with no usable code
     fails without a sandbox: its verdict has no attempts."""
     pair = CodeTaskPair.of(task)
+    if pair.visible.kind == "stdio":
+        code, language, problem = extract_program(completion)
+        if code is None:
+            return Verdict(verifier_version="none", outcome=Outcome.FAILED, detail=problem)
+        return verify_stdio(pair, code, language, runtime, retries=retries)
     code, problem = extract_code(completion, pair.visible.entry_point)
     if code is None:
         return Verdict(verifier_version="none", outcome=Outcome.FAILED, detail=problem)

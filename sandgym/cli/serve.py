@@ -23,6 +23,9 @@ def serve_cmd(
     concurrency: int = typer.Option(
         4, "--run-code-concurrency", min=1, help="/run_code requests run at once (sandbox-fusion API)."
     ),
+    compile_cache: bool = typer.Option(
+        True, "--compile-cache/--no-compile-cache", help="/run_code reuses compiles of the same source (in memory)."
+    ),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (the default accepts local clients only)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to bind."),
     max_sessions: int = typer.Option(
@@ -75,7 +78,7 @@ def serve_cmd(
     if "gradio" not in sys.modules:
         sys.modules["gradio"] = None  # type: ignore[assignment]
     if "openenv" not in apis:
-        _serve_run_code(rt, host, port, concurrency, runtime, log_level)
+        _serve_run_code(rt, host, port, concurrency, runtime, log_level, compile_cache)
         return
     try:
         import uvicorn
@@ -100,7 +103,7 @@ def serve_cmd(
     if "sandbox-fusion" in apis:
         from ..fusion.api import mount_run_code
 
-        mount_run_code(app, rt, concurrency)
+        mount_run_code(app, rt, concurrency, compile_cache)
         also = " + POST /run_code"
     err_console().print(
         f"serving {env} on http://{host}:{port} (WebSocket /ws{also}) · max {max_sessions} sessions · "
@@ -113,7 +116,9 @@ def serve_cmd(
         rt.close()  # normally closed already at app shutdown; closing twice is harmless
 
 
-def _serve_run_code(rt, host: str, port: int, concurrency: int, runtime: str, log_level: str) -> None:
+def _serve_run_code(
+    rt, host: str, port: int, concurrency: int, runtime: str, log_level: str, compile_cache: bool
+) -> None:
     """SandboxFusion's /run_code alone."""
     try:
         import uvicorn
@@ -124,7 +129,7 @@ def _serve_run_code(rt, host: str, port: int, concurrency: int, runtime: str, lo
         fail(f"sandgym serve needs FastAPI and uvicorn ({e}): pip install 'sandgym[serve]'")
     from ..fusion.languages import LANGUAGES
 
-    app = build_run_code_app(rt, concurrency=concurrency)
+    app = build_run_code_app(rt, concurrency=concurrency, compile_cache=compile_cache)
     err_console().print(
         f"serving SandboxFusion's POST /run_code on http://{host}:{port} · {len(LANGUAGES)} languages · "
         f"{concurrency} at once · runtime {runtime}",

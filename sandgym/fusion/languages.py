@@ -108,6 +108,19 @@ LANGUAGES: dict[str, Language] = {
             ("./main",),
             compile=("gdc", "-funittest", "-fmain", "-o", "main", "main.d"),
         ),
+        Language("R", "main.R", ("Rscript", "main.R")),
+        # Mono's C# compiler (C# 7) and runtime.
+        Language("csharp", "main.cs", ("mono", "main.exe"), compile=("mcs", "-out:main.exe", "main.cs")),
+        # Scala 2.11 on the JDK above; its launchers read the JVM's options here.
+        Language(
+            "scala",
+            "Main.scala",
+            ("scala", "-cp", ".", "Main"),
+            compile=("scalac", "-d", ".", "Main.scala"),
+            env={"JAVA_OPTS": " ".join(_JVM)},
+        ),
+        # `raco make` compiles the module (and reports syntax errors) ahead of the run.
+        Language("racket", "main.rkt", ("racket", "main.rkt"), compile=("raco", "make", "main.rkt")),
     )
 }
 

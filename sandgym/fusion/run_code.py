@@ -32,7 +32,9 @@ from collections.abc import Mapping
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandgym.runtimes.base import WORKDIR, ExecResult, Runtime, SandboxError, SandboxSpec, read_tar
+from sandgym.runtimes.images import image_for
 
+from .compile_cache import CompileCache, CompiledEntry, cache_key, produced_files
 from .languages import BASE_ENV, IMAGE, Language, language
 
 MAX_TIMEOUT_S = 300.0
@@ -141,22 +143,49 @@ def _passed(r: CommandRunResult) -> bool:
     return r.status == "Finished" and r.return_code == 0
 
 
-def run_code(runtime: Runtime, req: RunCodeRequest) -> RunCodeResponse:
+def image_tag() -> str:
+    """The tag of the image IMAGE names (it names the toolchains)."""
+    return image_for(IMAGE, IMAGE)
+
+
+def run_code(runtime: Runtime, req: RunCodeRequest, cache: CompileCache | None = None) -> RunCodeResponse:
     """Compile and run `req` in one sandbox of `runtime`. Raises
     RunCodeError for a malformed request; a failure of the sandbox itself
-    is a SandboxError response."""
+    is a SandboxError response. With `cache`, a request with no `files`
+    reuses an earlier compile of the same source (compile_cache.py)."""
     lang = language(req.language)  # ValueError names the supported ones
     files = request_files(req, lang)
     fetch = [workspace_path("fetch_files", p) for p in req.fetch_files]
     env: Mapping[str, str] = {**BASE_ENV, **lang.env}
+    key = cache_key(lang, req.code, image_tag()) if cache is not None and lang.compile and not req.files else None
     try:
         with runtime.create(sandbox_spec(req)) as box:
             box.put_files(files)
             compiled = None
-            if lang.compile is not None:
+            hit = cache.get(key) if cache is not None and key else None
+            if hit is not None:
+                box.put_archive(hit.archive)
+                compiled = CommandRunResult(
+                    status="Finished",
+                    execution_time=hit.execution_time,
+                    return_code=0,
+                    stdout=hit.stdout,
+                    stderr=hit.stderr,
+                )
+            elif lang.compile is not None:
                 compiled = command_result(
                     box.exec(list(lang.compile), timeout=req.compile_timeout, env=env, max_output=MAX_OUTPUT)
                 )
+                if cache is not None and key and _passed(compiled):
+                    # Taken now: nothing of the request has run yet, only the compiler.
+                    archive = produced_files(box.get_archive([WORKDIR]), set(files))
+                    if archive is not None:
+                        cache.put(
+                            key,
+                            CompiledEntry(
+                                archive, compiled.stdout or "", compiled.stderr or "", compiled.execution_time or 0.0
+                            ),
+                        )
                 if not _passed(compiled):
                     fetched, note = _fetched(box, fetch)
                     return RunCodeResponse(status="Failed", message=note, compile_result=compiled, files=fetched)

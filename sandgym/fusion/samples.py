@@ -20,6 +20,11 @@ HELLO: dict[str, str] = {
     "lua": 'print("hello, world")\n',
     "perl": 'print "hello, world\\n";\n',
     "D_ut": 'import std.stdio;\n\nunittest {\n    writeln("hello, world");\n}\n',
+    "R": 'cat("hello, world\\n")\n',
+    "csharp": "using System;\n\nclass Program {\n  static void Main() {\n"
+    '    Console.WriteLine("hello, world");\n  }\n}\n',
+    "scala": 'object Main {\n  def main(args: Array[String]): Unit = {\n    println("hello, world")\n  }\n}\n',
+    "racket": '#lang racket/base\n(displayln "hello, world")\n',
 }
 
 # Each reads two integers from stdin and prints their sum.
@@ -45,6 +50,14 @@ SUM_STDIN: dict[str, str] = {
     "ruby": "a, b = $stdin.read.split.map(&:to_i)\nputs a + b\n",
     "lua": 'local a, b = io.read("n", "n")\nprint(math.tointeger(a + b))\n',
     "perl": "my ($a, $b) = split ' ', <STDIN>;\nprint $a + $b, \"\\n\";\n",
+    "R": 'x <- scan(file("stdin"), quiet = TRUE)\ncat(x[1] + x[2], "\\n", sep = "")\n',
+    "csharp": "using System;\n\nclass Program {\n  static void Main() {\n"
+    "    var p = Console.In.ReadToEnd().Split((char[])null, StringSplitOptions.RemoveEmptyEntries);\n"
+    "    Console.WriteLine(long.Parse(p[0]) + long.Parse(p[1]));\n  }\n}\n",
+    "scala": "object Main {\n  def main(args: Array[String]): Unit = {\n"
+    '    val p = scala.io.Source.stdin.mkString.trim.split("\\\\s+").map(_.toLong)\n'
+    "    println(p(0) + p(1))\n  }\n}\n",
+    "racket": "#lang racket/base\n(define a (read))\n(define b (read))\n(displayln (+ a b))\n",
 }
 
 # Compiled languages: a program the compiler refuses.
@@ -55,6 +68,17 @@ COMPILE_ERROR: dict[str, str] = {
     "java": 'public class Main {\n  public static void main(String[] args) {\n    int x = "text";\n  }\n}\n',
     "rust": 'fn main() {\n    let x: i32 = "text";\n}\n',
     "D_ut": "unittest {\n    int x = undefinedName;\n}\n",
+    "csharp": 'class Program {\n  static void Main() {\n    int x = "text";\n  }\n}\n',
+    "scala": 'object Main {\n  def main(args: Array[String]): Unit = {\n    val x: Int = "text"\n  }\n}\n',
+    "racket": "#lang racket/base\n(displayln (+ 1 undefined-name))\n",
+}
+
+# Interpreted languages: a program the parser refuses (a run failure).
+SYNTAX_ERROR: dict[str, str] = {
+    "python": "def f(:\n",
+    "R": "x <- (1 + \n",
+    "ruby": "def f(\n",
+    "perl": "my $x = ;\n",
 }
 
 # A program that compiles and exits non-zero at run time.
@@ -68,6 +92,11 @@ RUNTIME_ERROR: dict[str, str] = {
     "rust": 'fn main() {\n    panic!("boom");\n}\n',
     "bash": "exit 3\n",
     "ruby": 'raise "boom"\n',
+    "R": 'stop("boom")\n',
+    "csharp": 'class Program {\n  static void Main() {\n    throw new System.Exception("boom");\n  }\n}\n',
+    "scala": "object Main {\n  def main(args: Array[String]): Unit = {\n"
+    '    throw new RuntimeException("boom")\n  }\n}\n',
+    "racket": '#lang racket/base\n(error "boom")\n',
 }
 
 # A program that never ends on its own.

@@ -40,6 +40,7 @@ FLOOR = (
     "sandgym.safe_files",  # reading hostile files, atomic writes (stdlib only)
     "sandgym.terminal",  # shown(): text from data made safe to print
     "sandgym.task_specs",
+    "sandgym.fusion.languages",  # the /run_code language table (data): stdio tasks are judged in it
 )
 # The declared contracts the core is typed against: the only modules of
 # envs/ and verifiers/ the core imports. It reaches a family only through

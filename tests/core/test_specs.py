@@ -122,7 +122,8 @@ def _set(key, value):
 
 
 VISIBLE_CASES = [
-    ("missing entry_point", _drop("entry_point"), ["`entry_point`", "Field required"]),
+    # Optional for stdio tasks; a function task without one is told it is no identifier.
+    ("missing entry_point", _drop("entry_point"), ["`entry_point`", "'' is not a Python identifier"]),
     ("missing prompt", _drop("prompt"), ["`prompt`"]),
     ("empty prompt", _set("prompt", ""), ["`prompt`"]),
     ("bad id", _set("id", "bad id!"), ["`id`", "bad id!"]),
@@ -401,7 +402,8 @@ def test_json_schemas_cover_every_file_kind():
         json.dumps(schema)  # serialisable
         assert schema["type"] == "object"
         assert schema.get("additionalProperties") is False
-    assert "entry_point" in schemas["code_function.task"]["required"]
+    assert "entry_point" in schemas["code_function.task"]["properties"]  # function tasks only
+    assert "io_tests" in schemas["code_function.hidden"]["properties"]
     assert "reference_solution" in schemas["code_function.hidden"]["required"]
     assert "check_code" in schemas["code_function.hidden"]["properties"]
     assert "family" in schemas["taskset"]["required"]

@@ -42,6 +42,20 @@ print(json.dumps(out))
 """
 
 
+SUBMIT_SCRIPT = """
+import json, sys
+from sandbox_fusion import SubmitRequest, submit
+
+out = []
+for r in json.load(sys.stdin):
+    try:
+        out.append({"result": json.loads(submit(SubmitRequest(**r), endpoint=sys.argv[1], max_attempts=1).json())})
+    except Exception as e:
+        out.append({"error": f"{type(e).__name__}: {e}"})
+print(json.dumps(out))
+"""
+
+
 def client_python() -> Path:
     """The client venv's interpreter; the venv is made (once, under a lock)
     when absent. scripts/setup.sh makes it too."""
@@ -59,10 +73,11 @@ def client_python() -> Path:
     return py
 
 
-def run_client(endpoint: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each request sent by the real client; its results, in order."""
+def run_client(endpoint: str, requests: list[dict[str, Any]], script: str = CLIENT_SCRIPT) -> list[dict[str, Any]]:
+    """Each request sent by the real client (`run_code`, or `submit` with
+    SUBMIT_SCRIPT); its results, in order."""
     done = subprocess.run(
-        [client_python(), "-c", CLIENT_SCRIPT, endpoint],
+        [client_python(), "-c", script, endpoint],
         input=json.dumps(requests),
         capture_output=True,
         text=True,

@@ -18,7 +18,7 @@ import pytest
 
 from sandgym.fusion.api import build_run_code_app
 from sandgym.fusion.languages import LANGUAGES
-from sandgym.fusion.samples import COMPILE_ERROR, HELLO, LOOP, RUNTIME_ERROR, SUM_STDIN
+from sandgym.fusion.samples import COMPILE_ERROR, HELLO, LOOP, RUNTIME_ERROR, SUM_STDIN, SYNTAX_ERROR
 from sandgym.runtimes import get_runtime
 
 from .sandbox_fusion_client import run_client, serving
@@ -77,6 +77,17 @@ def test_compile_errors_are_reported_as_compile_failures(endpoint):
         assert resp["compile_result"]["return_code"] != 0
         assert resp["compile_result"]["stdout"] + resp["compile_result"]["stderr"], lang  # the compiler said why
         assert resp["run_result"] is None
+
+
+def test_every_language_fails_a_program_it_cannot_parse(endpoint):
+    """Compiled languages at compile time (CompileFailed), the others when
+    run (RunFailed); either way with the parser's message."""
+    assert set(COMPILE_ERROR) | set(SYNTAX_ERROR) >= set(LANGUAGES) - {"bash", "php", "lua", "nodejs"}
+    got = run_client(endpoint, [request(lang, code) for lang, code in SYNTAX_ERROR.items()])
+    for lang, r in zip(SYNTAX_ERROR, got, strict=True):
+        resp = r["response"]
+        assert (resp["status"], r["summary"]) == ("Failed", "RunFailed"), (lang, resp)
+        assert resp["run_result"]["return_code"] != 0 and resp["run_result"]["stderr"], (lang, resp)
 
 
 def test_runtime_errors_are_reported_as_run_failures(endpoint):

@@ -24,6 +24,8 @@ from sandgym.specs.code_function import CodeTaskPair, Example
 from sandgym.verifiers.models import Attempt, TestResult, Verdict
 from sandgym.verifiers.retry import attempts_until_settled
 
+from .stdio import validate_stdio_task, verify_stdio
+
 VERIFIER_VERSION = "code_function/1"
 BOUNDARY_DIR = "/opt/sandgym/verifier"
 # Host-side allowance beyond the task's own time budget, for sandbox start
@@ -196,6 +198,8 @@ def verify(
     `watch` is told of each verifier sandbox while it runs (and None after),
     so that the env can abort it from another thread.
     """
+    if task.visible.kind == "stdio":  # a whole program, in Python here (verify_stdio names the language)
+        return verify_stdio(task, code, "python", runtime, retries)
     chosen = isolation or candidate_isolation(runtime)
     attempts = attempts_until_settled(lambda: _attempt(task, code, runtime, chosen, watch), retries)
     return Verdict.from_attempts(VERIFIER_VERSION, attempts)
@@ -234,6 +238,8 @@ def run_examples(sandbox, task: CodeTaskPair, code: str, isolation: Candidates =
 def validate_task(task: CodeTaskPair, runtime: Runtime) -> list[str]:
     """What is wrong with a task (`sandgym tasks validate`): its reference
     solution must pass, and a function that returns None must not."""
+    if task.visible.kind == "stdio":
+        return validate_stdio_task(task, runtime)
     problems = []
     good = verify(task, task.hidden.reference_solution, runtime)
     if good.outcome != Outcome.PASSED:
