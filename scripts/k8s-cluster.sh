@@ -352,6 +352,7 @@ node_configs() {
     logs="podLogsDir: $state/pod-logs$x"
     healthz=$((10300 + i))
     for d in /sys/fs/cgroup/*/; do
+      [ -f "${d}cgroup.procs" ] || continue # a mounted hierarchy
       [ -d "$d${cg#/}" ] || mkdir "$d${cg#/}"
       # A new cpuset cgroup starts with no CPUs and no memory nodes.
       if [ -f "${d}cpuset.cpus" ]; then
