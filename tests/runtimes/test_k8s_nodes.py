@@ -45,16 +45,17 @@ def test_a_list_older_than_a_pod_does_not_mark_it_gone(k8s_cluster):
     read pods themselves: a pod read after the list's snapshot is missing
     from it and must not be taken for deleted (a 10,000-pod run lost 165
     pods that way). The positive control: a pod seen before the snapshot
-    and missing from it is gone."""
+    and missing from it is gone. The pod fits no node, so once the
+    scheduler has said so nothing changes it (its resourceVersion stays)."""
     from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
-    rt = KubernetesRuntime(pool=0)
+    rt = KubernetesRuntime(pool=0, node_selector={"sandgym.test/nowhere": "1"})
     watcher = rt.watcher
+    sid, manifest, _ = rt.sandbox_pod(SPEC, rt.image)
     try:
         stale = rt.core.list_namespaced_pod(rt.namespace, label_selector=watcher.selector)
-        sid, manifest, _ = rt.sandbox_pod(SPEC, rt.image)
         rt.create_pod(manifest, "sandbox")
-        wait_until(lambda: watcher.pod(sid) is not None, "the watch to see the new pod")
+        wait_until(lambda: unschedulable(watcher.pod(sid)), "the scheduler to find no node for the pod")
         watcher.apply_listing(stale)
         assert not watcher.gone(sid), "a list taken before the pod existed marked it gone"
         assert watcher.pod(sid) is not None
@@ -68,6 +69,11 @@ def test_a_list_older_than_a_pod_does_not_mark_it_gone(k8s_cluster):
     finally:
         rt.delete_pod(sid)
         rt.close()
+
+
+def unschedulable(pod) -> bool:
+    conditions = (pod.status.conditions or []) if pod is not None else []
+    return any(c.type == "PodScheduled" and c.status == "False" for c in conditions)
 
 
 def running_on(core, node: str, owner: str) -> list[str]:
