@@ -30,6 +30,7 @@ import os
 import queue
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from sandgym.runtimes import SandboxError, SandboxSpec
@@ -80,6 +81,23 @@ def ready(pod) -> bool:
     )
 
 
+def kind(error: str) -> str:
+    """An error without its pod's name and details: "gone (deleted)", "gone (still in the API)", ..."""
+    text = error.split(": ", 1)[-1]
+    return text.split(":", 1)[0] + (")" if text.startswith("gone (still") else "")
+
+
+def where(rt: KubernetesRuntime, sid: str) -> str:
+    """What the API server says of a pod the watch reported gone: whether it
+    is really deleted (a controller's doing) or still there (the watch's)."""
+    try:
+        pod = rt.core.read_namespaced_pod(sid, rt.namespace, _request_timeout=30)
+    except Exception as e:
+        return "deleted" if getattr(e, "status", None) == 404 else f"unknown: {e}"
+    deleting = pod.metadata.deletion_timestamp
+    return f"still in the API: node {pod.spec.node_name}, phase {pod.status.phase}, deleting {deleting}"
+
+
 def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
     rt = KubernetesRuntime(pool=0, namespace=namespace, node_selector=KWOK_SELECTOR, tolerations=[KWOK_TOLERATION])
     spec = SandboxSpec()
@@ -111,9 +129,14 @@ def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
                 names.append(sid)
                 created_at.append(time.perf_counter())
             got = rt.watcher.wait(sid, ready, timeout_s)
+            problem = None
+            if got == "gone":
+                problem = f"gone ({where(rt, sid)})"
+            elif got is None or isinstance(got, str):
+                problem = got or "not Ready in time"
             with lock:
-                if got is None or isinstance(got, str):
-                    errors.append(f"{sid}: {got or 'not Ready in time'}")
+                if problem:
+                    errors.append(f"{sid}: {problem}")
                 else:
                     latencies.append(time.perf_counter() - t0)
 
@@ -167,6 +190,7 @@ def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
         "client_retries": rt.limiter.retries,
         "load_start": [round(x, 2) for x in start_load],
         "load_end": [round(x, 2) for x in os.getloadavg()],
+        "error_kinds": dict(Counter(kind(e) for e in errors)),
         "first_errors": errors[:5],
     }
     rt.close()

@@ -28,6 +28,15 @@
 # 127/8 node address, so that address is added to `lo`). `env` prints the
 # KUBECONFIG to use. State lives in $SANDGYM_K8S_STATE; `down` stops the
 # processes and removes the pods' state (the build cache is kept).
+#
+# Real nodes: SANDGYM_K8S_NODES=N (default 1) starts nodes 0..N-1, each its
+# own kubelet and containerd instance with its own state, sockets, cgroup
+# root, pod bridge and subnet, and address on `lo` (node I: sandgym-node-I
+# at 10.255.255.I+1; node 0 keeps the single-node names). `stop-node I`
+# kills node I's pods, kubelet and containerd (a node lost: the control
+# plane sees its lease stop); `start-node I` starts it again (or adds it).
+# The API server writes an audit log of pod deletions ($state/logs/audit.log:
+# who deleted which pod, by user agent), the evidence when pods vanish.
 set -euo pipefail
 
 K8S_VERSION=v1.34.4   # v1.35+ refuses cgroup v1 hosts unless told otherwise
@@ -44,14 +53,29 @@ GVISOR_VERSION=$(sed -n 's/^GVISOR_VERSION=\([^ ]*\).*/\1/p' "$(dirname "$0")/gv
 cache=${SANDGYM_K8S_CACHE:-/var/cache/sandgym/k8s}
 state=${SANDGYM_K8S_STATE:-/var/lib/sandgym-k8s}
 run=/run/sandgym-k8s
-node_ip=10.255.255.1
-node=sandgym-node
+nodes=${SANDGYM_K8S_NODES:-1}
 api=https://127.0.0.1:16443
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$cache/bin
 export PATH=$bin:$PATH # containerd finds containerd-shim-runsc-v1 on PATH
 
 log() { echo "k8s-cluster: $*"; }
+
+# Node I's names: its suffix on file and process names, node name, address.
+sfx() { if [ "$1" = 0 ]; then echo ""; else echo "-$1"; fi; }
+node_name() { echo "sandgym-node$(sfx "$1")"; }
+node_ip() { echo "10.255.255.$(($1 + 1))"; }
+# The nodes this state has (configured by up or start-node), 0 first.
+known_nodes() {
+  local f i
+  for f in "$state"/kubelet.yaml "$state"/kubelet-*.yaml; do
+    [ -f "$f" ] || continue
+    i=${f##*/kubelet}
+    i=${i%.yaml}
+    i=${i#-}
+    echo "${i:-0}"
+  done | sort -n
+}
 
 # CAP_SYS_RESOURCE is capability 24.
 has_cap_sys_resource() { (($(printf '%d' "0x$(sed -n 's/^CapEff:\t//p' /proc/self/status)") >> 24 & 1)); }
@@ -257,9 +281,7 @@ pki() {
       -keyout "$state/pki/ca.key" -out "$state/pki/ca.crt" 2> /dev/null
   fi
   cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
-  cert kubelet-serving "/CN=$node" "IP:$node_ip,DNS:$node"
   cert admin "/O=system:masters/CN=sandgym-admin"
-  cert kubelet "/O=system:nodes/CN=system:node:$node"
   cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
   # The scheduler's bootstrap RBAC role. The controller manager's role
   # holds only what it does itself: each controller's rights go to a
@@ -270,40 +292,100 @@ pki() {
   [ -f "$state/pki/sa.key" ] || openssl genrsa -out "$state/pki/sa.key" 2048 2> /dev/null
   [ -f "$state/pki/sa.pub" ] || openssl rsa -in "$state/pki/sa.key" -pubout -out "$state/pki/sa.pub" 2> /dev/null
   kubeconfig admin.kubeconfig admin
-  kubeconfig kubelet.kubeconfig kubelet
   kubeconfig kube-scheduler.kubeconfig kube-scheduler
   kubeconfig kube-controller-manager.kubeconfig controller-manager
 }
 
-configs() {
-  mkdir -p "$state/cni" "$state/containerd" "$state/kubelet" "$run"
-  # One isolated bridge port per pod (portIsolation: ports cannot reach
-  # each other), no address for the host on it, no gateway, no masquerade.
-  # This CNI enforces no NetworkPolicy, and needs none.
-  rm -f "$state/cni/"*.conflist
-  cat > "$state/cni/10-sandgym.conflist" << EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "sandgym-pods",
-  "plugins": [{
-    "type": "bridge", "bridge": "sandgym-k8s0",
-    "isGateway": false, "ipMasq": false, "hairpinMode": false, "portIsolation": true,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.254.0.0/24"}]]}
-  }]
+# Node I's serving and client certificates (its identity for the Node authorizer).
+node_pki() {
+  local i=$1 name ip
+  name=$(node_name "$i")
+  ip=$(node_ip "$i")
+  cert "kubelet-serving$(sfx "$i")" "/CN=$name" "IP:$ip,DNS:$name"
+  cert "kubelet$(sfx "$i")" "/O=system:nodes/CN=system:node:$name"
+  kubeconfig "kubelet$(sfx "$i").kubeconfig" "kubelet$(sfx "$i")"
 }
-EOF
+
+configs() {
+  mkdir -p "$run"
   cat > "$state/runsc.toml" << EOF
 binary_name = "/usr/local/lib/sandgym/runsc"
 [runsc_config]
   network = "none"
   platform = "systrap"
 EOF
-  cat > "$state/containerd.toml" << EOF
+  # Pod deletions (and evictions) in the audit log: who, by user agent.
+  cat > "$state/audit-policy.yaml" << EOF
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [delete, deletecollection]
+  resources: [{group: "", resources: [pods]}]
+- level: Metadata
+  verbs: [create]
+  resources: [{group: "", resources: [pods/eviction]}]
+- level: None
+EOF
+  # The scheduler's client may bind a few hundred pods a second (the
+  # default, 50/s, would pace a 10,000-pod burst on simulated nodes).
+  cat > "$state/kube-scheduler.yaml" << EOF
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection: {kubeconfig: $state/kube-scheduler.kubeconfig, qps: 300, burst: 600}
+leaderElection: {leaderElect: false}
+EOF
+}
+
+# Node I's containerd, CNI and kubelet configuration. Two kubelets on one
+# machine must not see each other's pods: each has its own cgroup root
+# (the kubelet removes pod cgroups it does not know), pod log folder (it
+# removes log folders of pods it does not know), root dir, containerd, CNI
+# network (host-local keeps its leases per network name) and bridge.
+node_configs() {
+  local i=$1 x ip cg=/ logs="" healthz=10248 d
+  x=$(sfx "$i")
+  ip=$(node_ip "$i")
+  if [ "$i" != 0 ]; then
+    cg=/sandgym-node$x
+    logs="podLogsDir: $state/pod-logs$x"
+    healthz=$((10300 + i))
+    for d in /sys/fs/cgroup/*/; do
+      [ -f "${d}cgroup.procs" ] || continue # a mounted hierarchy
+      [ -d "$d${cg#/}" ] || mkdir "$d${cg#/}"
+      # A new cpuset cgroup starts with no CPUs and no memory nodes.
+      if [ -f "${d}cpuset.cpus" ]; then
+        cat "${d}cpuset.cpus" > "$d${cg#/}/cpuset.cpus"
+        cat "${d}cpuset.mems" > "$d${cg#/}/cpuset.mems"
+      fi
+    done
+  fi
+  mkdir -p "$state/cni$x" "$state/containerd$x" "$state/kubelet$x"
+  # One isolated bridge port per pod (portIsolation: ports cannot reach
+  # each other), no address for the host on it, no gateway, no masquerade.
+  # This CNI enforces no NetworkPolicy, and needs none.
+  rm -f "$state/cni$x/"*.conflist
+  cat > "$state/cni$x/10-sandgym.conflist" << EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "sandgym-pods$x",
+  "plugins": [{
+    "type": "bridge", "bridge": "sandgym-k8s$i",
+    "isGateway": false, "ipMasq": false, "hairpinMode": false, "portIsolation": true,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.254.$i.0/24"}]]}
+  }]
+}
+EOF
+  cat > "$state/containerd$x.toml" << EOF
 version = 3
-root = "$state/containerd"
-state = "$run/containerd"
+root = "$state/containerd$x"
+state = "$run/containerd$x"
 [grpc]
-  address = "$run/containerd.sock"
+  address = "$run/containerd$x.sock"
+[plugins.'io.containerd.nri.v1.nri']
+  # One NRI socket per machine: no node here uses NRI.
+  disable = true
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
@@ -325,26 +407,28 @@ state = "$run/containerd"
         ConfigPath = "$state/runsc.toml"
   [plugins.'io.containerd.cri.v1.runtime'.cni]
     bin_dirs = ["$cache/cni/bin"]
-    conf_dir = "$state/cni"
+    conf_dir = "$state/cni$x"
 EOF
-  cat > "$state/kubelet.yaml" << EOF
+  cat > "$state/kubelet$x.yaml" << EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $node_ip
+address: $ip
 port: 10250
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
-healthzPort: 10248
+healthzPort: $healthz
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: false}
   x509: {clientCAFile: $state/pki/ca.crt}
 authorization: {mode: AlwaysAllow}
-tlsCertFile: $state/pki/kubelet-serving.crt
-tlsPrivateKeyFile: $state/pki/kubelet-serving.key
+tlsCertFile: $state/pki/kubelet-serving$x.crt
+tlsPrivateKeyFile: $state/pki/kubelet-serving$x.key
 cgroupDriver: cgroupfs
+cgroupRoot: $cg
+$logs
 failSwapOn: false
-containerRuntimeEndpoint: unix://$run/containerd.sock
+containerRuntimeEndpoint: unix://$run/containerd$x.sock
 resolvConf: ""
 # Images cannot be pulled again here: never collect them. Evict only
 # when the machine is really short.
@@ -357,14 +441,46 @@ serializeImagePulls: false
 # by the agent's RLIMIT_NPROC first.
 podPidsLimit: 4096
 EOF
-  # The scheduler's client may bind a few hundred pods a second (the
-  # default, 50/s, would pace a 10,000-pod burst on simulated nodes).
-  cat > "$state/kube-scheduler.yaml" << EOF
-apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection: {kubeconfig: $state/kube-scheduler.kubeconfig, qps: 300, burst: 600}
-leaderElection: {leaderElect: false}
-EOF
+}
+
+# Start node I (configured first if new): its containerd with the images,
+# then its kubelet; wait until it is Ready.
+node_up() {
+  local i=$1 x ip name
+  x=$(sfx "$i")
+  ip=$(node_ip "$i")
+  name=$(node_name "$i")
+  node_pki "$i"
+  node_configs "$i"
+  case "$(ip -o addr show dev lo)" in *" $ip/"*) ;; *) ip addr add "$ip/32" dev lo ;; esac
+  start "containerd$x" "$bin/containerd" --config "$state/containerd$x.toml"
+  wait_for "containerd$x" 30 "$bin/ctr" --address "$run/containerd$x.sock" version
+  images "$i"
+  start "kubelet$x" "$bin/kubelet" --config="$state/kubelet$x.yaml" --kubeconfig="$state/kubelet$x.kubeconfig" \
+    --hostname-override="$name" --node-ip="$ip" --root-dir="$state/kubelet$x" --v=1
+  wait_for "node $name Ready" 120 kubectl_ node-ready "$name"
+}
+
+# Node I lost: its pods' processes killed, then its kubelet and containerd
+# stopped (their state stays, as on a machine that went down).
+node_stop() {
+  local x
+  x=$(sfx "$1")
+  stop "kubelet$x"
+  kill_tasks "$1"
+  stop "containerd$x"
+}
+
+# Kill and remove every container of node I's containerd.
+kill_tasks() {
+  local x
+  x=$(sfx "$1")
+  running "containerd$x" || return 0
+  local ctr=("$bin/ctr" --address "$run/containerd$x.sock" -n k8s.io) task c
+  for task in $("${ctr[@]}" tasks ls -q 2> /dev/null); do "${ctr[@]}" tasks kill -s KILL "$task" 2> /dev/null || true; done
+  sleep 1
+  for task in $("${ctr[@]}" tasks ls -q 2> /dev/null); do "${ctr[@]}" tasks delete -f "$task" 2> /dev/null || true; done
+  for c in $("${ctr[@]}" containers ls -q 2> /dev/null); do "${ctr[@]}" containers delete "$c" 2> /dev/null || true; done
 }
 
 running() { [ -f "$run/$1.pid" ] && kill -0 "$(cat "$run/$1.pid")" 2> /dev/null; }
@@ -396,7 +512,6 @@ up() {
   build
   pki
   configs
-  case "$(ip -o addr show dev lo)" in *" $node_ip/"*) ;; *) ip addr add "$node_ip/32" dev lo ;; esac
   start etcd etcd --name sandgym --data-dir "$state/etcd" \
     --listen-client-urls http://127.0.0.1:12379 --advertise-client-urls http://127.0.0.1:12379 \
     --listen-peer-urls http://127.0.0.1:12380 --initial-advertise-peer-urls http://127.0.0.1:12380 \
@@ -412,7 +527,9 @@ up() {
     --kubelet-client-certificate="$state/pki/apiserver-kubelet-client.crt" \
     --kubelet-client-key="$state/pki/apiserver-kubelet-client.key" \
     --kubelet-certificate-authority="$state/pki/ca.crt" --kubelet-preferred-address-types=InternalIP \
-    --enable-admission-plugins=NodeRestriction --profiling=false
+    --enable-admission-plugins=NodeRestriction --profiling=false \
+    --audit-policy-file="$state/audit-policy.yaml" --audit-log-path="$state/logs/audit.log" \
+    --audit-log-maxsize=200 --audit-log-maxbackup=2
   wait_for kube-apiserver 120 curl -fsS --cacert "$state/pki/ca.crt" "$api/readyz"
   # Pods are placed by the scheduler (none names its node); of the
   # controllers, those a sandbox namespace relies on: ResourceQuota usage
@@ -431,23 +548,19 @@ up() {
     --controllers=resourcequota-controller,serviceaccount-controller,namespace-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller \
     --service-account-private-key-file="$state/pki/sa.key" --root-ca-file="$state/pki/ca.crt" \
     --kube-api-qps=100 --kube-api-burst=200
-  start containerd "$bin/containerd" --config "$state/containerd.toml"
-  wait_for containerd 30 "$bin/ctr" --address "$run/containerd.sock" version
-  images
-  start kubelet "$bin/kubelet" --config="$state/kubelet.yaml" --kubeconfig="$state/kubelet.kubeconfig" \
-    --hostname-override="$node" --node-ip="$node_ip" --root-dir="$state/kubelet" --v=1
-  wait_for "node $node Ready" 120 kubectl_ node-ready "$node"
+  local i
+  for i in $(seq 0 $((nodes - 1))); do node_up "$i"; done
   wait_for kube-scheduler 60 curl -fsSk https://127.0.0.1:10259/healthz
   wait_for kube-controller-manager 60 curl -fsSk https://127.0.0.1:10257/healthz
   if [ "$kwok_nodes" != 0 ]; then kwok_up; fi
-  kubectl_ setup "$node"
+  kubectl_ setup
   log "up: KUBECONFIG=$state/admin.kubeconfig"
 }
 
 # The pause image and every sandgym image Docker holds go into containerd's
 # k8s.io namespace (there is no registry to pull from).
-images() {
-  local ctr=("$bin/ctr" --address "$run/containerd.sock" -n k8s.io) have tag
+images() { # node
+  local ctr=("$bin/ctr" --address "$run/containerd$(sfx "$1").sock" -n k8s.io) have tag
   have=$("${ctr[@]}" images ls -q)
   if ! grep -qx docker.io/sandgym/pause:1 <<< "$have"; then
     tar -C "$bin" -c pause | docker import -c 'ENTRYPOINT ["/pause"]' - sandgym/pause:1 > /dev/null
@@ -455,29 +568,31 @@ images() {
   fi
   for tag in $(docker images --format '{{.Repository}}:{{.Tag}}' 'sandgym/base'); do
     if ! grep -qx "docker.io/$tag" <<< "$have"; then
-      log "loading $tag into the node's containerd"
+      log "loading $tag into node $1's containerd"
       docker save "$tag" | "${ctr[@]}" images import - > /dev/null
     fi
   done
 }
 
 down() {
-  for name in kwok kubelet kube-controller-manager kube-scheduler kube-apiserver etcd; do stop "$name"; done
+  local i x known
+  known=$(known_nodes)
+  for name in kwok kube-controller-manager kube-scheduler kube-apiserver etcd; do stop "$name"; done
   # Pods' containers outlive the kubelet: stop them through containerd.
-  if running containerd; then
-    local ctr=("$bin/ctr" --address "$run/containerd.sock" -n k8s.io)
-    for task in $("${ctr[@]}" tasks ls -q 2> /dev/null); do "${ctr[@]}" tasks kill -s KILL "$task" 2> /dev/null || true; done
-    sleep 1
-    for task in $("${ctr[@]}" tasks ls -q 2> /dev/null); do "${ctr[@]}" tasks delete -f "$task" 2> /dev/null || true; done
-    for c in $("${ctr[@]}" containers ls -q 2> /dev/null); do "${ctr[@]}" containers delete "$c" 2> /dev/null || true; done
-  fi
-  stop containerd
-  # The kubelet's pod volumes are mounts under its root dir.
+  for i in $known; do node_stop "$i"; done
+  # The kubelets' pod volumes are mounts under their root dirs.
   grep -o " $state/kubelet[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2> /dev/null || true
   grep -o " $run[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2> /dev/null || true
-  rm -rf "$state/kubelet" "$state/etcd" "$run"
-  ip link del sandgym-k8s0 2> /dev/null || true
-  ip addr del "$node_ip/32" dev lo 2> /dev/null || true
+  for i in $known; do
+    x=$(sfx "$i")
+    rm -rf "$state/kubelet$x" "$state/pod-logs$x"
+    [ "$i" = 0 ] || rm -f "$state/kubelet$x.yaml"
+    ip link del "sandgym-k8s$i" 2> /dev/null || true
+    ip addr del "$(node_ip "$i")/32" dev lo 2> /dev/null || true
+    # Node I's cgroup root, deepest first (empty once its pods are killed).
+    [ "$i" = 0 ] || find /sys/fs/cgroup/*/sandgym-node$x -depth -type d -exec rmdir {} + 2> /dev/null || true
+  done
+  rm -rf "$state/etcd" "$run"
   log "down"
 }
 
@@ -492,7 +607,9 @@ stop() {
 }
 
 status() {
-  for name in etcd kube-apiserver kube-scheduler kube-controller-manager containerd kubelet kwok; do
+  local names="etcd kube-apiserver kube-scheduler kube-controller-manager" i
+  for i in $(known_nodes); do names+=" containerd$(sfx "$i") kubelet$(sfx "$i")"; done
+  for name in $names kwok; do
     if running "$name"; then echo "$name: running (pid $(cat "$run/$name.pid"))"; else echo "$name: stopped"; fi
   done
   running kube-apiserver && kubectl_ status || true
@@ -504,5 +621,12 @@ case "${1:-}" in
   status) status ;;
   build) packages && build ;;
   env) echo "export KUBECONFIG=$state/admin.kubeconfig" ;;
-  *) echo "usage: $0 up|down|status|build|env" >&2; exit 2 ;;
+  stop-node | start-node)
+    case "${2:-}" in
+      '' | *[!0-9]*) echo "usage: $0 $1 I (a node number: 0 is the first node)" >&2; exit 2 ;;
+    esac
+    running kube-apiserver || { log "the cluster is not up: run $0 up first"; exit 1; }
+    if [ "$1" = stop-node ]; then node_stop "$2" && log "node $2 stopped"; else node_up "$2" && log "node $2 up"; fi
+    ;;
+  *) echo "usage: $0 up|down|status|build|env|stop-node I|start-node I" >&2; exit 2 ;;
 esac

@@ -65,14 +65,7 @@ class PodWatcher:
         while True:
             try:
                 listing = self.core.list_namespaced_pod(self.namespace, label_selector=self.selector)
-                with self._cond:
-                    names = {p.metadata.name for p in listing.items}
-                    for name in set(self._pods) - names:  # deleted while we were not watching
-                        self._mark_gone(name)
-                    for p in listing.items:
-                        self._pods[p.metadata.name] = p
-                    self._synced = True
-                    self._cond.notify_all()
+                self.apply_listing(listing)
                 w = watch.Watch()
                 for event in w.stream(
                     self.core.list_namespaced_pod,
@@ -91,6 +84,24 @@ class PodWatcher:
                         self._cond.notify_all()
             except Exception:
                 time.sleep(RETRY_S)
+
+    def apply_listing(self, listing) -> None:
+        """Take a list's pods as the newest state, and mark gone the pods the
+        list's snapshot lacks that were seen before it. A pod read by a waiter
+        after the snapshot was taken (its resourceVersion newer than the
+        list's) is not in it yet, and is not gone: under load a list of
+        thousands of pods takes seconds, while waiters keep reading."""
+        with self._cond:
+            names = {p.metadata.name for p in listing.items}
+            for name in set(self._pods) - names:  # deleted while we were not watching
+                if not _newer_than(self._pods[name], listing.metadata.resource_version):
+                    self._mark_gone(name)
+            for p in listing.items:
+                seen = self._pods.get(p.metadata.name)
+                if p.metadata.name not in self._gone and (seen is None or _newer(p, seen)):
+                    self._pods[p.metadata.name] = p
+            self._synced = True
+            self._cond.notify_all()
 
     def _mark_gone(self, name: str) -> None:  # (lock held)
         self._pods.pop(name, None)
@@ -143,14 +154,21 @@ class PodWatcher:
                             self._mark_gone(name)
                     finally:
                         self._cond.acquire()
-                    if fresh is not None and (pod is None or _newer(fresh, pod)):
+                    current = self._pods.get(name)
+                    if fresh is not None and name not in self._gone and (current is None or _newer(fresh, current)):
                         self._pods[name] = fresh
                     continue
                 self._cond.wait(min(deadline - now, 1.0))
 
 
 def _newer(a, b) -> bool:
+    return _newer_than(a, b.metadata.resource_version)
+
+
+def _newer_than(pod, resource_version) -> bool:
+    """The pod's resourceVersion is past `resource_version` (etcd's revisions:
+    opaque by the API's contract, integers on every API server over etcd)."""
     try:
-        return int(a.metadata.resource_version) > int(b.metadata.resource_version)
+        return int(pod.metadata.resource_version) > int(resource_version)
     except (TypeError, ValueError):
         return True
