@@ -138,4 +138,4 @@ def test_an_eval_that_loses_a_node_ends_all_passed_on_the_other(k8s_cluster, tmp
     gc = subprocess.run([exe, "gc"], capture_output=True, text=True, timeout=300, env=env)
     assert gc.returncode == 0, gc.stderr
     left = core.list_namespaced_pod("sandgym", label_selector=f"sandgym.owner={owner}").items
-    assert not left, [(p.metadata.name, p.spec.node_name, p.status.phase) for p in left]
+    assert not left, [p.to_dict() for p in left]
