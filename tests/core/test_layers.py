@@ -396,3 +396,22 @@ def test_no_python_file_is_over_800_lines():
             if n > MAX_LINES:
                 long[rel] = n
     assert not long, f"over {MAX_LINES} lines (split it along a seam): {long}"
+
+
+def test_every_package_folder_is_installed():
+    """A package folder missing from pyproject.toml's list works from the
+    checkout (editable install) and is absent from the wheel and the serve
+    image: the served env then fails on its first import."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    missing = []
+    for top, package in PACKAGES.items():
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top).parts
+            if ".venv" in init.parts or "__pycache__" in rel:
+                continue
+            name = ".".join((package, *rel))
+            if name not in listed:
+                missing.append(name)
+    assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"
