@@ -372,3 +372,46 @@ def test_allowed_imports_pass():
         "sandgym.runtimes.k8s.runtime": "from ..gvisor import RUNSC_MAX_PIDS\nfrom .pods import pod_manifest\n",
     }
     assert violations(ok) == []
+
+
+# In-sandbox single-file programs, staged whole (docs/architecture.md).
+LONG_FILES_ALLOWED = {
+    "runtimes/boundary/agent.py",
+    "verifiers/swe_repo/boundary/sandgym_swe_guard.py",
+    "verifiers/swe_repo/boundary/swe_runner.py",
+}
+MAX_LINES = 800
+
+
+def test_no_python_file_is_over_800_lines():
+    """Files split along their seams stay split: a file past the bound
+    names itself here, with its length."""
+    long = {}
+    for top in ("sandgym", "envs", "verifiers", "runtimes", "tests", "benchmarks", "examples", "scripts"):
+        for path in (ROOT / top).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            if ".venv" in path.parts or rel in LONG_FILES_ALLOWED:
+                continue
+            n = path.read_bytes().count(b"\n")
+            if n > MAX_LINES:
+                long[rel] = n
+    assert not long, f"over {MAX_LINES} lines (split it along a seam): {long}"
+
+
+def test_every_package_folder_is_installed():
+    """A package folder missing from pyproject.toml's list works from the
+    checkout (editable install) and is absent from the wheel and the serve
+    image: the served env then fails on its first import."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    missing = []
+    for top, package in PACKAGES.items():
+        for init in (ROOT / top).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / top).parts
+            if ".venv" in init.parts or "__pycache__" in rel:
+                continue
+            name = ".".join((package, *rel))
+            if name not in listed:
+                missing.append(name)
+    assert not missing, f"add to [tool.setuptools] packages in pyproject.toml: {sorted(missing)}"

@@ -129,3 +129,10 @@ async def logout(request: Request) -> Response:
     resp = RedirectResponse("/", status_code=303)
     resp.delete_cookie(COOKIE)
     return resp
+
+
+def table(caption: str, head: list[str], rows: list[list[str]]) -> str:
+    """A data table; cells are HTML already escaped by the caller."""
+    th = "".join(f'<th scope="col">{e(h)}</th>' for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><caption>{e(caption)}</caption><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"

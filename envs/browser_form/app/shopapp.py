@@ -33,6 +33,7 @@ if TYPE_CHECKING or __package__:  # imported from the sandgym package (the host,
         select,
         signed_in,
         signed_in_as,
+        table,
         to_login,
     )
     from .uploads import UploadRefused, image_kind, multipart_form
@@ -51,6 +52,7 @@ else:  # inside the sandbox, the staged app folder is the import root
         select,
         signed_in,
         signed_in_as,
+        table,
         to_login,
     )
     from uploads import UploadRefused, image_kind, multipart_form
@@ -81,13 +83,6 @@ def page(title: str, body: str, user: sqlite3.Row | None = None, status: str = "
             links += ' <a href="/admin">Back office</a>'
         links += signed_in_as(user)
     return frame(SITE, title, links, body, status, code)
-
-
-def table(caption: str, head: list[str], rows: list[list[str]]) -> str:
-    """A data table; cells are HTML already escaped by the caller."""
-    th = "".join(f'<th scope="col">{e(h)}</th>' for h in head)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><caption>{e(caption)}</caption><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def pager(path: str, params: dict[str, str], page_no: int, total: int) -> str:
