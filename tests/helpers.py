@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 
 import gymnasium as gym
 
@@ -29,6 +31,15 @@ def sandbox_user_processes() -> set[int]:
         except OSError:
             pass
     return found
+
+
+def wait_until(check: Callable[[], object], what: str, timeout_s: float = 120.0) -> None:
+    """Poll `check` every 0.2 s until it is true; AssertionError naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
 
 
 def unwrapped(env: gym.Env) -> SandgymEnv:

@@ -8,26 +8,18 @@ line, and leaves no pod behind)."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from typing import Any
 
 import pytest
 
 from sandgym.runtimes import SandboxError, SandboxSpec
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.k8s
 
 SPEC = SandboxSpec(memory_mb=128, cpus=0.25, wall_timeout_s=300)
 NODE = "sandgym-node"
-
-
-def wait_until(check, what: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 @pytest.fixture

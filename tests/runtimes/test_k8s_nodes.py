@@ -11,26 +11,18 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from sandgym.runtimes import SandboxSpec
 from tests.conftest import K8S_SCRIPT
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.k8s
 
 SPEC = SandboxSpec(memory_mb=128, cpus=0.25, wall_timeout_s=300)
 SECOND_NODE = "sandgym-node-1"
-
-
-def wait_until(check, what: str, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def cluster(*args: str) -> None:
