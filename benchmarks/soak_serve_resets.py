@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sandgym.runtimes.host_processes import descendants, environs, mark_owner  # noqa: E402
+from sandgym.runtimes.host_processes import command_name, descendants, environs, mark_owner  # noqa: E402
 from sandgym.runtimes.local.runtime import OWNER_ENV  # noqa: E402
 
 
@@ -56,7 +56,7 @@ def fds(pid: int) -> int:
 def left_behind(pid: int, under: set[int]) -> list[str]:
     """What the stopped server `pid` left: processes seen under it, sandboxes
     marked as its own, temporary folders named after it."""
-    out = [f"process {p}" for p in sorted(under) if os.path.exists(f"/proc/{p}")]
+    out = [f"process {p} ({command_name(p)})" for p in sorted(under) if os.path.exists(f"/proc/{p}")]
     out += [f"sandbox process {p}" for p, env in environs() if mark_owner(env, OWNER_ENV) == pid]
     out += [f"folder {d}" for d in glob.glob(f"/tmp/sandgym-*-{pid}-*")]
     return out
@@ -149,8 +149,11 @@ def main() -> int:
         f"(growth {last - first:+.1f} MB, peak {peak:.1f} MB); fds {descriptors[0]} -> {descriptors[-1]} "
         f"(peak {max(descriptors)}); load {os.getloadavg()[0]:.2f}"
     )
-    time.sleep(1)  # (what the server killed as it stopped has a moment to be reaped)
-    left = left_behind(proc.pid, under)
+    # What the server stopped as it ended (a browser sandbox mid-reset, the
+    # Playwright driver) may take a few seconds to exit under load.
+    deadline = time.monotonic() + 30
+    while (left := left_behind(proc.pid, under)) and time.monotonic() < deadline:
+        time.sleep(0.5)
     print(f"left after the server stopped: {', '.join(left) if left else 'nothing'}")
     return 1 if left else 0
 
