@@ -42,16 +42,19 @@ ALWAYS = ("proc", "dev", "tmp", "opt", "workspace")
 ETC_OWN = ("passwd", "group", "hosts", "hostname", "nsswitch.conf")
 
 
-def rootfs_cache() -> Path:
-    """Where unpacked trees are kept: world-readable (sandboxes run as
-    nobody under root), not under /root."""
+def cache_root() -> Path:
+    """sandgym's cache folder (SANDGYM_CACHE): world-readable (sandboxes run
+    as nobody under root), so not under /root. Not created here."""
     if os.environ.get("SANDGYM_CACHE"):
-        base = Path(os.environ["SANDGYM_CACHE"])
-    elif os.geteuid() == 0:
-        base = Path("/var/cache/sandgym")
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sandgym"
-    return base / "rootfs"
+        return Path(os.environ["SANDGYM_CACHE"])
+    if os.geteuid() == 0:
+        return Path("/var/cache/sandgym")
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sandgym"
+
+
+def rootfs_cache() -> Path:
+    """Where unpacked trees are kept."""
+    return cache_root() / "rootfs"
 
 
 def recipe_of(image: str) -> ImageRecipe:

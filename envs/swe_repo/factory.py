@@ -61,7 +61,7 @@ from sandgym.runtimes.base import SandboxError
 from sandgym.specs import TaskPair, TaskSet, TaskSetMeta, TaskSpecError
 from sandgym.specs.swe_repo import RepoSource, SWETaskPair, TestEnvironment
 from sandgym.verifiers.swe_repo.sources import RepoError, find_sdist, pristine_tree, test_venv
-from sandgym.verifiers.swe_repo.wheels import pip_as_build_user, run_pip
+from sandgym.verifiers.swe_repo.wheels import pip_as_build_user, pip_said, run_pip
 
 # 2: hidden failing tests, held-out tests, issue levels, combined bugs;
 # 3: mutants without tells (mutation style 3), blind solvers, whole-suite
@@ -205,7 +205,7 @@ def pin_requirements(requirements: list[str]) -> list[str]:
             # Wheels only: an sdist's build backend (setup.py) would run here, on the host, to read its metadata.
             r = run_pip(pip, work, [*args, "--only-binary", ":all:", "--", *reqs])
         if r.returncode != 0:
-            raise FactoryError(f"cannot resolve test requirements {reqs}: {r.stderr[-1500:]}")
+            raise FactoryError(f"cannot resolve test requirements {reqs}: {pip_said(r.stderr)}")
         report = json.loads(r.stdout)
         return {normalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in report.get("install", [])}
 

@@ -36,25 +36,47 @@ def build_user() -> tuple[int, int] | None:
     return default_drop_to()
 
 
+def check_build_sandbox() -> str:
+    """bubblewrap's path, or RuntimeUnavailable in one line: what is missing.
+    There is no other build sandbox (a Docker-only host builds nothing: a
+    task's environment is never built on the host instead)."""
+    bwrap = shutil.which("bwrap")
+    if not bwrap:
+        raise RuntimeUnavailable(
+            "building a task's test environment needs bubblewrap (its build sandbox), even where "
+            "tasks run on docker or k8s: run `apt-get install bubblewrap`"
+        )
+    for tool in ("setpriv", "prlimit"):
+        if not shutil.which(tool):
+            raise RuntimeUnavailable(f"the build sandbox needs {tool}: run `apt-get install util-linux`")
+    return bwrap
+
+
+def limited(argv: list[str], memory_bytes: int | None, file_bytes: int | None) -> list[str]:
+    """`argv` under rlimits its children inherit: address space (each
+    process's memory) and file size (the largest file it may write)."""
+    caps = [f"--as={memory_bytes}"] if memory_bytes else []
+    caps += [f"--fsize={file_bytes}"] if file_bytes else []
+    return ["prlimit", *caps, "--", *argv] if caps else argv
+
+
 def run_build(
     argv: list[str],
     writable: tuple[Path, str],
     read_only: dict[str, Path],
     timeout_s: float,
     env: dict[str, str] | None = None,
+    memory_bytes: int | None = None,
+    file_bytes: int | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run `argv` in a build sandbox; `writable` is (host folder, where the
     sandbox sees it), `read_only` maps sandbox paths to host folders. Every
     host folder must be reachable by `build_user()`, the writable one
-    writable by it. Raises RuntimeUnavailable
-    when bubblewrap or the image's root is missing, TimeoutExpired after
-    `timeout_s` (the sandbox dies with bubblewrap)."""
-    bwrap = shutil.which("bwrap")
-    if not bwrap:
-        raise RuntimeUnavailable("the build sandbox needs bubblewrap: run `apt-get install bubblewrap`")
+    writable by it. Every process in it is bound by `limited`. Raises
+    RuntimeUnavailable when bubblewrap or the image's root is missing,
+    TimeoutExpired after `timeout_s` (the sandbox dies with bubblewrap)."""
+    bwrap = check_build_sandbox()
     drop_to = build_user()
-    if drop_to and not shutil.which("setpriv"):
-        raise RuntimeUnavailable("the build sandbox as root needs setpriv: run `apt-get install util-linux`")
     # (Raises, naming the command that unpacks it.) Resolved: the build user
     # walks the path, and a test's cache may link to the shared tree.
     root = rootfs(SandboxSpec().image).resolve()
@@ -69,4 +91,5 @@ def run_build(
         a += ["--setenv", k, v]
     a += ["--", *argv]
     # umask 022: the files' modes do not depend on the caller's.
+    a = limited(a, memory_bytes, file_bytes)
     return subprocess.run(a, capture_output=True, timeout=timeout_s, stdin=subprocess.DEVNULL, umask=0o022)

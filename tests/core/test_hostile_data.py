@@ -80,8 +80,21 @@ def test_a_tasks_folder_linked_outside_the_set_is_refused(small_set, host_secret
 
 def test_a_fifo_task_file_is_refused_without_hanging(small_set, tmp_path):
     os.mkfifo(small_set / "tasks" / "fifo.yaml")
+    before = tree_state(tmp_path)
     line = error_line(sandgym("tasks", "list", str(small_set), cwd=tmp_path))
     assert "fifo.yaml" in line and "not a regular file (a FIFO)" in line
+    assert tree_state(tmp_path) == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+@pytest.mark.parametrize("command", [["tasks", "list"], ["tasks", "validate"], ["tasks", "export", "--out", "x.jsonl"]])
+def test_a_device_in_the_set_is_one_line_from_every_command(small_set, tmp_path, command):
+    """/dev/zero's node inside the set: refused by its type before a byte is read."""
+    os.mknod(small_set / "tasks" / "zero.yaml", 0o600 | 0o020000, os.makedev(1, 5))
+    before = tree_state(tmp_path)
+    line = error_line(sandgym(*command[:2], str(small_set), *command[2:], cwd=tmp_path))
+    assert "zero.yaml" in line and "character device" in line, line
+    assert tree_state(tmp_path) == before and not (tmp_path / "x.jsonl").exists()
 
 
 def test_a_device_task_file_is_refused_without_reading(small_set, tmp_path):

@@ -50,3 +50,22 @@ def test_surrogate_samples_keep_their_verdict_and_every_view_agrees(tmp_path):
     table = sandgym("leaderboard", "run", cwd=tmp_path)
     assert table.returncode == 0 and "\x1b" not in table.stdout and "\x07" not in table.stdout, table.stderr
     assert sandgym("report", "run", cwd=tmp_path).returncode == 0
+
+
+def test_validate_prints_hostile_titles_and_names_as_text(tmp_path):
+    """An unbalanced `[/]` once crashed `tasks validate`; escapes reached the terminal raw."""
+    from sandgym.specs.base import TaskSetMeta, make_pair
+    from sandgym.specs.code_function import CodeHidden, CodeTask
+
+    t = TaskSet.load(bundled_task_set("code_function")).tasks[0]
+    title = "\x1b]0;pwned\x07\x1b[2J [/] [bold]b\u202e"
+    visible = CodeTask.model_validate({**t.visible.model_dump(), "title": title})
+    hidden = CodeHidden.model_validate(t.hidden.model_dump())
+    meta = TaskSetMeta(name="evil [/] \x1b[2J", family="code_function")
+    root = TaskSet(meta, [make_pair(visible, hidden)]).write(tmp_path / "evil")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    proc = sandgym("tasks", "validate", str(root), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout + proc.stderr
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out and "Traceback" not in out
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before  # nothing written

@@ -20,7 +20,7 @@ from sandgym.specs.swe_repo import TestEnvironment as Environment
 from sandgym.verifiers.swe_repo.sources import RepoError
 from sandgym.verifiers.swe_repo.sources import test_venv as build_test_venv
 
-from .wheel_craft import public_folder
+from .wheel_craft import make_wheel, public_folder
 
 NAME = "sandgymprobeevil"
 
@@ -93,3 +93,17 @@ def test_requirements_that_name_urls_paths_or_options_are_refused_before_pip(req
 )
 def test_plain_requirements_pass(req):
     assert check_plain_requirement(req, "here") == req
+
+
+def test_a_requirement_with_only_an_sdist_is_one_line_offline(hostile_sdist, monkeypatch):
+    """Off the index (the local sdist and a stand-in pytest offered): the same refusals, each in one line."""
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    make_wheel(hostile_sdist.parent.parent, "pytest", {"pytest/__init__.py": b""}, version="8.3.4")
+    with pytest.raises(RepoError) as err:
+        build_test_venv(Environment(requirements=[f"{NAME}==1.0"]))
+    message = str(err.value)
+    assert "\n" not in message and "wheels only" in message and f"{NAME}==1.0" in message, message
+    with pytest.raises(FactoryError) as err2:
+        pin_requirements([f"{NAME}==1.0"])
+    assert "\n" not in str(err2.value) and NAME in str(err2.value), err2.value
+    assert not hostile_sdist.exists()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,21 +22,17 @@ from sandgym.verifiers.swe_repo.wheels import (
     BOX_PIP,
     BOX_VENV,
     BOX_WHEELS,
-    SANDBOX_PYTHON,
     Step,
     WheelError,
-    build_area,
     check_wheel,
     install_step,
     pip_dir,
     sandboxed,
-    venv_place,
 )
 
-from .wheel_craft import make_wheel, public_folder, snapshot
+from .wheel_craft import OUTSIDE, make_wheel, public_folder
 
 NAME = "sandgymprobewheel"
-OUTSIDE = "/tmp/sandgym-wheel-escape"  # where the hostile wheels aim, on the host
 
 
 # -- the checks on the wheel (no sandbox) ----------------------------------------------
@@ -107,37 +101,6 @@ def test_ordinary_wheels_pass_the_checks(tmp_path):
 
 
 # -- the build sandbox, attacked directly ---------------------------------------------
-
-
-@pytest.fixture
-def fresh_venv(tmp_path) -> Iterator[Path]:
-    """An empty venv in a build area, as test_venv makes it."""
-    with build_area(tmp_path) as area:
-        venv = venv_place(area)
-        subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(venv)], check=True)
-        yield venv
-
-
-@pytest.fixture
-def host_watch(tmp_path):
-    """Fails the test if anything outside the venv changed: the escape
-    target, the test's folder (the venv aside) and the wheels."""
-    escape = Path(OUTSIDE)
-    assert not escape.exists(), f"{escape} is left over: remove it"
-    watched = tmp_path / "watched"
-    watched.mkdir()
-    (watched / "secret").write_text("host secret\n")
-    before = snapshot(watched)
-    yield watched
-    assert not escape.exists(), f"{escape} was written from the build sandbox"
-    assert snapshot(watched) == before, "a host folder outside the sandbox changed"
-
-
-@pytest.fixture
-def wheels() -> Iterator[Path]:
-    """A wheels folder the build user can read."""
-    with public_folder() as d:
-        yield d
 
 
 def _hostile(script: str) -> Step:

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+OUTSIDE = "/tmp/sandgym-wheel-escape"  # where the hostile wheels and builds aim, on the host
+
 
 def _record_line(name: str, data: bytes) -> str:
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
@@ -27,6 +29,7 @@ def make_wheel(
     record_extra: str = "",
     entry_points: str = "",
     version: str = "1.0",
+    deflate: bool = False,
 ) -> Path:
     """`folder/<name>-<version>-py3-none-any.whl` holding `files` (zip member
     name -> bytes; `modes` gives a member's st_mode, e.g. a symlink's
@@ -46,6 +49,8 @@ def make_wheel(
         for n, data in [*members.items(), (f"{dist}/RECORD", record.encode())]:
             info = zipfile.ZipInfo(n, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = ((modes or {}).get(n, stat.S_IFREG | 0o644)) << 16
+            if deflate:
+                info.compress_type = zipfile.ZIP_DEFLATED
             zf.writestr(info, data)
     return path
 

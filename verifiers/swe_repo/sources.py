@@ -30,7 +30,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sandgym.errors import SandgymError
+from sandgym.runtimes.rootfs import cache_root
 from sandgym.specs.swe_repo import PIN_RE, RepoSource, TestEnvironment, check_plain_name
+from sandgym.verifiers.swe_repo.build_caps import CapError
 from sandgym.verifiers.swe_repo.wheels import WheelError, build_area, build_venv, compile_in_sandbox, venv_place
 
 PYPI_SIMPLE = "https://pypi.org/simple"
@@ -56,12 +58,7 @@ def cache_dir() -> Path:
     """Where sdists and venvs are kept. Sandboxes mount venvs from here, and
     as root they run as `nobody`, so the folder must be world-readable: not
     under /root."""
-    if os.environ.get("SANDGYM_CACHE"):
-        root = Path(os.environ["SANDGYM_CACHE"])
-    elif os.geteuid() == 0:
-        root = Path("/var/cache/sandgym")
-    else:
-        root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "sandgym"
+    root = cache_root()
     root.mkdir(parents=True, exist_ok=True)
     return root
 
@@ -231,12 +228,12 @@ def test_venv(env: TestEnvironment) -> Path:
         for req in reqs:  # the spec's model checks this too; nothing else reaches pip here
             if not PIN_RE.fullmatch(req):
                 raise RepoError(f"environment.requirements: {req!r} is not name==version; fix the task spec")
-        with build_area(dest.parent) as area:  # the build user owns the venv meanwhile
+        with build_area() as area:  # the build user owns the venv meanwhile
             tmp = venv_place(area)
             subprocess.run([SANDBOX_PYTHON, "-m", "venv", "--without-pip", str(tmp)], check=True, capture_output=True)
             try:
                 build_venv(tmp, reqs, dest.with_name(dest.name + ".wheels"))
-            except WheelError as e:
+            except (WheelError, CapError) as e:
                 raise RepoError(str(e)) from None
             # Tests run as `python -m pytest`, so the scripts naming the build path do not matter.
             shutil.move(tmp, dest)
@@ -251,12 +248,12 @@ def compile_venv(venv: Path) -> None:
     build sandbox (wheels.compile_step); for venvs cached before bytecode
     was made. Moved into a build area while the build user owns it; a venv
     refused there is gone (built anew next time)."""
-    with build_area(venv.parent) as area:
+    with build_area() as area:
         tmp = venv_place(area)
         shutil.move(venv, tmp)
         try:
             compile_in_sandbox(tmp)
-        except WheelError as e:
+        except (WheelError, CapError) as e:
             raise RepoError(str(e)) from None
         shutil.move(tmp, venv)
     (venv / COMPILED_MARK).write_text("")

@@ -36,9 +36,11 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import stat
 import subprocess
 import tempfile
+import time
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,15 +48,18 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sandgym.errors import SandgymError
-from sandgym.runtimes.local.build import build_user, run_build
-from sandgym.runtimes.tempdirs import owned_tempdir
+from sandgym.runtimes.base import RuntimeUnavailable
+from sandgym.runtimes.local.build import build_user, check_build_sandbox, limited, run_build
+from sandgym.runtimes.tempdirs import build_root, owned_tempdir
+
+from . import build_caps as caps
 
 SANDBOX_PYTHON = "/usr/bin/python3"
 # Where the build sandbox sees its folders.
 BOX_PIP = "/opt/pip"  # pip's package folder is BOX_PIP/pip
 BOX_WHEELS = "/opt/wheels"
 BOX_VENV = "/opt/venv"
-STEP_TIMEOUT_S = 600.0
+POLL_S = 0.25  # how often a download's size is measured
 MAX_MEMBERS = 100_000  # zip entries in one wheel
 MAX_META_BYTES = 16 * 1024 * 1024  # a RECORD or entry_points.txt read whole
 SCRIPT_SECTIONS = ("[console_scripts]", "[gui_scripts]")
@@ -92,11 +97,11 @@ def sha256_file(path: Path) -> str:
 
 
 def as_build_user(argv: list[str]) -> list[str]:
-    """`argv` run as the unprivileged build user (as is, when we are not root)."""
+    """`argv` run as the unprivileged build user (as us, when we are not
+    root), killed if we die: a killed build leaves no download running."""
     user = build_user()
-    if user is None:
-        return argv
-    return ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--", *argv]
+    drop = [f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"] if user else []
+    return ["setpriv", *drop, "--pdeathsig", "KILL", "--", *argv]
 
 
 @contextmanager
@@ -119,16 +124,63 @@ def pip_as_build_user() -> Iterator[tuple[list[str], Path]]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def tree_bytes(root: Path) -> int:
+    """The size of the files under `root` (links not followed)."""
+    total = 0
+    for dirpath, _, filenames in os.walk(root):
+        for n in filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, n)).st_size
+            except OSError:
+                pass  # (gone meanwhile: pip renames its temporary files)
+    return total
+
+
+def pip_said(stderr: str) -> str:
+    """pip's complaint in one line: its ERROR lines (else its last line), joined and cut."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")] or lines[-1:]
+    said = " / ".join(errors) or "(pip said nothing)"
+    return said if len(said) <= 600 else said[:600] + " ..."
+
+
 def run_pip(pip: list[str], work: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    """`pip args` as the build user, from `work`, with no cache (the build user's would be shared)."""
-    return subprocess.run(
-        [*pip, *args[:1], "--disable-pip-version-check", "--no-cache-dir", *args[1:]],
-        capture_output=True,
+    """`pip args` as the build user, from `work`, with no cache (the build
+    user's would be shared). Capped (build_caps): everything it writes goes
+    to `work` (its temporary files too), whose size is measured as it runs;
+    each file, its memory and its time are bounded too. Over a cap, it is
+    killed and a one-line CapError names the cap."""
+    doing = f"pip {args[0]} {[a for a in args if '==' in a]}"
+    limit, deadline = caps.in_bytes(caps.DOWNLOAD), time.monotonic() + caps.value(caps.TIME)
+    argv = limited(
+        [*pip, *args[:1], "--disable-pip-version-check", "--no-cache-dir", *args[1:]], caps.in_bytes(caps.MEMORY), limit
+    )
+    env = {**os.environ, "HOME": str(work), "TMPDIR": str(work)}
+    with subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "HOME": str(work)},
+        env=env,
         cwd=work,
         stdin=subprocess.DEVNULL,
-    )
+        start_new_session=True,
+    ) as proc:
+        while True:
+            try:
+                out, err = proc.communicate(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                cap = caps.DOWNLOAD if tree_bytes(work) > limit else caps.TIME if time.monotonic() > deadline else None
+                if cap is not None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.communicate()
+                    raise caps.over(cap, doing) from None
+    if proc.returncode == -signal.SIGXFSZ or "File too large" in err:
+        raise caps.over(caps.DOWNLOAD, doing)
+    if "MemoryError" in err or "Cannot allocate memory" in err:
+        raise caps.over(caps.MEMORY, doing)
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def fetch_wheels(reqs: list[str], pip: list[str], work: Path) -> list[Path]:
@@ -141,7 +193,7 @@ def fetch_wheels(reqs: list[str], pip: list[str], work: Path) -> list[Path]:
     if r.returncode != 0:
         raise WheelError(
             f"downloading {reqs} failed (wheels only: a requirement with no wheel for this Python "
-            f"is refused, its build would run on the host):\n{r.stderr[-2000:]}"
+            f"is refused, its build would run on the host): {pip_said(r.stderr)}"
         )
     dest = work.parent / "wheels"
     dest.mkdir()
@@ -178,9 +230,11 @@ def _script_names(text: str) -> list[str]:
     return names
 
 
-def check_wheel(path: Path) -> None:
+def check_wheel(path: Path) -> int:
     """Refuse a wheel whose contents would be laid out anywhere but their
-    place in the venv, or as anything but plain files (see the module doc)."""
+    place in the venv, or as anything but plain files (see the module doc).
+    Returns its unpacked size: the sum of its members' sizes (reading a
+    member yields no more than its recorded size)."""
     wheel = path.name
     try:
         zf = zipfile.ZipFile(path)
@@ -216,6 +270,15 @@ def check_wheel(path: Path) -> None:
                 for name in _script_names(text):
                     if not name or name in (".", "..") or re.search(r"[/\\\x00-\x1f]", name):
                         raise _refuse(wheel, "entry point script name", name, "is not a plain file name in bin/")
+        return sum(info.file_size for info in infos)
+
+
+def check_unpacked(wheels: list[Path]) -> None:
+    """Check every wheel; refuse the set if it would unpack to more than the cap."""
+    total = sum(check_wheel(w) for w in wheels)
+    if total > caps.in_bytes(caps.UNPACKED):
+        names = ", ".join(w.name for w in wheels)
+        raise caps.over(caps.UNPACKED, f"installing {names} ({total:,} bytes unpacked)")
 
 
 def write_manifest(wheels: list[Path], manifest: Path) -> None:
@@ -237,14 +300,21 @@ class Step(NamedTuple):
 
 
 def _in_sandbox(step: Step, venv: Path, read_only: dict[str, Path]) -> None:
-    """Run `step` in a build sandbox that sees the venv at BOX_VENV (writable)."""
+    """Run `step` in a build sandbox that sees the venv at BOX_VENV (writable),
+    under the caps on memory, file size and time (build_caps)."""
+    doing = f"{step.what} in the build sandbox"
+    memory, largest = caps.in_bytes(caps.MEMORY), caps.in_bytes(caps.UNPACKED)
     try:
-        r = run_build(step.argv, (venv, BOX_VENV), read_only, STEP_TIMEOUT_S)
+        r = run_build(step.argv, (venv, BOX_VENV), read_only, caps.value(caps.TIME), None, memory, largest)
     except subprocess.TimeoutExpired:
-        raise WheelError(f"{step.what} in the build sandbox took over {STEP_TIMEOUT_S:.0f} s; stopped") from None
+        raise caps.over(caps.TIME, doing) from None
+    err = r.stderr.decode("utf-8", "replace")
+    if r.returncode == -signal.SIGXFSZ or "File too large" in err:
+        raise caps.over(caps.UNPACKED, doing)
+    if r.returncode != 0 and ("MemoryError" in err or "Cannot allocate memory" in err):
+        raise caps.over(caps.MEMORY, doing)
     if r.returncode != 0 and not step.any_exit:
-        err = r.stderr.decode("utf-8", "replace")
-        raise WheelError(f"{step.what} in the build sandbox failed (exit {r.returncode}):\n{err[-2000:]}")
+        raise WheelError(f"{doing} failed (exit {r.returncode}): {pip_said(err)}")
 
 
 def own_links(venv: Path) -> dict[str, str]:
@@ -264,11 +334,15 @@ def check_tree(venv: Path, links: dict[str, str]) -> None:
     def refuse(rel: str, why: str) -> WheelError:
         return WheelError(f"the built venv's {rel!r} {why}; the venv is refused (a wheel or pip misbehaved)")
 
+    total, limit = 0, caps.in_bytes(caps.UNPACKED)
     for dirpath, dirnames, filenames in os.walk(venv):  # symlinked folders are listed, not entered
         for n in dirnames + filenames:
             p = os.path.join(dirpath, n)
             rel = os.path.relpath(p, venv)
             st = os.lstat(p)
+            total += st.st_size
+            if total > limit:
+                raise caps.over(caps.UNPACKED, "checking the built venv")
             if stat.S_ISLNK(st.st_mode):
                 target = os.readlink(p)
                 if links.get(rel) != target:
@@ -288,11 +362,14 @@ def world_traversable(path: Path) -> bool:
 
 
 @contextmanager
-def build_area(near: Path) -> Iterator[Path]:
+def build_area() -> Iterator[Path]:
     """A folder for a venv being built: root's, crossable by the build user
     but not listable (0711), so a venv in it under a random name is out of
-    other users' reach. Beside `near` (a rename away) when the build user
-    can walk there, else in the temp folder."""
+    other users' reach. In the cache's build areas (a rename away from the
+    venvs) when the build user can walk there, else in the temp folder;
+    `sandgym gc` removes it if this process is killed."""
+    near = build_root()
+    near.mkdir(mode=0o711, parents=True, exist_ok=True)
     near = near.resolve()
     base = near if build_user() is None or world_traversable(near) else Path(tempfile.gettempdir())
     area = owned_tempdir("build", base)
@@ -346,10 +423,13 @@ def build_venv(venv: Path, reqs: list[str], manifest: Path) -> None:
     """Install the pinned `reqs` into the fresh venv `venv` (made by
     `SANDBOX_PYTHON -m venv --without-pip` at `venv_place`) and
     byte-compile it, as the module doc says."""
+    try:
+        check_build_sandbox()  # before anything is downloaded
+    except RuntimeUnavailable as e:
+        raise WheelError(str(e)) from None
     with pip_as_build_user() as (pip, work):
         wheels = fetch_wheels(reqs, pip, work)
-        for w in wheels:
-            check_wheel(w)
+        check_unpacked(wheels)
         write_manifest(wheels, manifest)
         read_only = {f"{BOX_PIP}/pip": work.parent / "pip" / "pip", BOX_WHEELS: work.parent / "wheels"}
         sandboxed(venv, [install_step(reqs), compile_step()], read_only)
