@@ -241,6 +241,7 @@ def main() -> None:
         episodes = one_episode_figures(work, args.rounds, not args.no_browser) if args.episodes else []
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(RUNNERS, ignore_errors=True)
     print(f"\nHumanEval-164 oracle, -j {j} in all; load after: {os.getloadavg()}")
     print(
         f"{'nodes':>5} {'local s':>8} {'cold s':>7} {'ray s':>6} {'direct s':>8} {'cold x':>6} {'ray x':>6} "
