@@ -179,6 +179,22 @@ def one_config(tasks: Path, work: Path, keep: Path, j: int, n: int, rounds: int)
         out[f"{name}_run_ratio"] = paired(pairs, "run_wall_s")
         out[f"{name}_span_ratio"] = paired(pairs, "span_s")
     runs = [x for pairs in (cold, warm, direct) for pair in pairs for x in pair]
+    locals_ = [loc for pairs in (cold, warm, direct) for _, loc in pairs]
+    out["breakdown"] = {
+        name: {
+            # interpreter start, imports, exit: outside the run's own clock
+            "process_s": statistics.median(x["wall_s"] - x["run_wall_s"] for x in xs),
+            # the run's start (joining, claiming), its writing and its tail: outside the episodes' span
+            "start_tail_s": statistics.median(x["run_wall_s"] - x["span_s"] for x in xs),
+            "span_s": statistics.median(x["span_s"] for x in xs),
+        }
+        for name, xs in (
+            ("local", locals_),
+            ("cold", [r for r, _ in cold]),
+            ("ray", [r for r, _ in warm]),
+            ("direct", [r for r, _ in direct]),
+        )
+    }
     out.update(
         local_wall_s=statistics.median(loc["wall_s"] for pairs in (cold, warm, direct) for _, loc in pairs),
         direct_ratios=[r["wall_s"] / loc["wall_s"] for r, loc in direct],
@@ -263,6 +279,15 @@ def main() -> None:
         "reaching them over their own RPC, without Ray. cold/ray/direct x: the whole command's wall; run x, "
         "span x (direct): the runs' own walls (summary.json), first episode start to last episode end"
     )
+    print("where the wall goes (medians, s): process start+exit / run start+tail / episodes' span")
+    for r in rows:
+        print(
+            f"  {r['nodes']} node(s): "
+            + "; ".join(
+                f"{k} {v['process_s']:.2f} / {v['start_tail_s']:.2f} / {v['span_s']:.2f}"
+                for k, v in r["breakdown"].items()
+            )
+        )
     if rows:
         r = rows[0]
         print(

@@ -198,11 +198,7 @@ class DirectFleet(Fleet):
             + ", ".join(f"{r.node[:12]}: {r.seats}" for r in self.runners)
             + f"); {len(self.runners)} of {len(self.runners)} runners warm from an earlier run, reached directly"
         )
-        for _ in range(in_flight):
-            for i in range(max(r.seats for r in self.runners)):
-                for r in self.runners:
-                    if i < r.seats:
-                        self.free.put(Seat(r, i))
+        self.queue_seats(in_flight)
         return True
 
     def send(self, seat: Seat, job: Job) -> Pending:

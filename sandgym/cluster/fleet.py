@@ -298,7 +298,10 @@ class Fleet:
             + f"); {warm} of {len(self.runners)} runners warm from an earlier run"
         )
         threading.Thread(target=self._renew, name="sandgym-ray-renew", daemon=True).start()
-        # Seats in turn over the nodes: the first episodes spread over every node.
+        self.queue_seats(in_flight)
+
+    def queue_seats(self, in_flight: int) -> None:
+        """Every seat, `in_flight` times, in turn over the nodes: the first episodes spread over every node."""
         for _ in range(in_flight):
             for i in range(max(r.seats for r in self.runners)):
                 for r in self.runners:
