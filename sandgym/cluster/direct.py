@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import pickle
+import socket
 import threading
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -74,6 +75,16 @@ def recall(address: str) -> list[dict[str, str]]:
         return []
     ok = isinstance(entries, list) and all(isinstance(e, dict) and {"node", "rpc"} <= e.keys() for e in entries)
     return entries if ok else []
+
+
+def listening(address: str, timeout: float = 0.5) -> bool:
+    """Does something accept connections at HOST:PORT (no handshake: a first look)?"""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 class Link:

@@ -15,7 +15,7 @@ from typing import Any
 from sandgym.harness.episode import Episode, EpisodePlayer
 from sandgym.records import EpisodeRecord
 
-from .direct import DirectFleet, recall, remember
+from .direct import DirectFleet, listening, recall, remember
 from .fleet import DEFAULT_IDLE_S, ClusterError, Fleet, Job
 from .plan import RunPlan
 from .wire import cluster_token
@@ -59,7 +59,11 @@ class RayExecutor:
             self.fleet.connect_soon()  # Ray's import and the join, while the eval loads its tasks
 
     def _may_go_direct(self, idle_s: float) -> bool:
-        return idle_s > 0 and self.address is not None and bool(recall(self.address)) and cluster_token() is not None
+        """Runners written down for this address, each still listening (a port closed: they ended)."""
+        if idle_s <= 0 or self.address is None or cluster_token() is None:
+            return False
+        entries = recall(self.address)
+        return bool(entries) and all(listening(e["rpc"]) for e in entries)
 
     def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
         plan = plan_of(player)
