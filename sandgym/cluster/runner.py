@@ -7,7 +7,9 @@ runtime and its seats' envs. One claim at a time (`claim`): a runner
 claimed by a live run answers "busy" and the next eval takes (or starts)
 another runner on that node. A claim lapses when its run releases it,
 or when the run has neither played nor renewed for `LEASE_S` (its
-driver died). An unclaimed runner ends itself after its idle time
+driver died); a claim made over the runner's own RPC (`runner_rpc.py`,
+an eval without Ray) lapses when its connection closes instead. An
+unclaimed runner ends itself after its idle time
 (`idle_s`; `scripts/ray-cluster.sh down` ends every one).
 
 What a claimed runner keeps from the run before: its process, its
