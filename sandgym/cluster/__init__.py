@@ -13,6 +13,10 @@ gets the record back (`fleet.Fleet`): it stays the only writer of records.
 A node lost mid-episode costs that try, kept in the record's `retries`,
 and the episode is played again on a seat of another node.
 
+An eval that finds warm runners written down for its `--ray-address`
+reaches them over their own RPC (`wire.py`, `runner_rpc.py`, `direct.py`)
+and never imports Ray; the first eval on a cluster goes through Ray.
+
 Ray is imported here and only here (and by `sandgym.rollouts`), never by
 `import sandgym` nor by a local run. Install it with `pip install
 'sandgym[ray]'`.

@@ -15,8 +15,10 @@ from typing import Any
 from sandgym.harness.episode import Episode, EpisodePlayer
 from sandgym.records import EpisodeRecord
 
+from .direct import DirectFleet, listening, recall, remember
 from .fleet import DEFAULT_IDLE_S, ClusterError, Fleet, Job
 from .plan import RunPlan
+from .wire import cluster_token
 
 # Passed to the runners' processes when set here (a chat policy's key).
 FORWARDED_ENV = ("OPENAI_API_KEY",)
@@ -49,13 +51,32 @@ class RayExecutor:
     in_flight = 2
 
     def __init__(self, address: str | None = None, idle_s: float = DEFAULT_IDLE_S):
-        self.fleet = Fleet(address, idle_s=idle_s)
-        self.fleet.connect_soon()  # Ray's import and the join, while the eval loads its tasks
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+        self.fleet: Fleet = Fleet(address, idle_s=idle_s)
+        # Warm runners written down for this address: reached without Ray (direct.py), tried first.
+        self.direct = DirectFleet(address, idle_s=idle_s) if self._may_go_direct(idle_s) else None
+        if self.direct is None:
+            self.fleet.connect_soon()  # Ray's import and the join, while the eval loads its tasks
+
+    def _may_go_direct(self, idle_s: float) -> bool:
+        """Runners written down for this address, each still listening (a port closed: they ended)."""
+        if idle_s <= 0 or self.address is None or cluster_token() is None:
+            return False
+        entries = recall(self.address)
+        return bool(entries) and all(listening(e["rpc"]) for e in entries)
 
     def start(self, player: EpisodePlayer, concurrency: int, log: Callable[[str], None]) -> None:
+        plan = plan_of(player)
+        if self.direct is not None:
+            self.direct.log = log
+            if self.direct.try_start(plan, concurrency, self.in_flight):
+                self.fleet = self.direct
+                return
         self.fleet.log = log
         if not self.fleet.runners:
-            self.fleet.start(plan_of(player), concurrency, self.in_flight)
+            self.fleet.start(plan, concurrency, self.in_flight)
+            if self.address is not None and self.fleet.idle_s > 0:
+                remember(self.address, self.fleet.runners)  # for the next eval: direct.py
 
     def run_episode(self, player: EpisodePlayer, ep: Episode, slot: dict[str, Any]) -> EpisodeRecord:
         job = Job(ep.task.id, ep.index, ep.epoch, ep.submitted, retries=list(ep.retries))

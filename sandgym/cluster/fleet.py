@@ -47,6 +47,14 @@ class ClusterError(SandgymError, RuntimeError):
     """The Ray cluster cannot run the episodes (unreachable, no node with CPUs, every node lost)."""
 
 
+class NodeLost(Exception):
+    """A runner (its node) went away while it played an episode."""
+
+
+# Waits up to the seconds given for an episode played on a seat: its record, or None (not yet); raises NodeLost.
+Pending = Callable[[float], EpisodeRecord | None]
+
+
 @dataclass(eq=False)
 class Runner:
     handle: Any  # the actor
@@ -56,6 +64,7 @@ class Runner:
     lost: str = ""  # why it is gone (its node died)
     warm: bool = False  # claimed from an earlier run, not started for this one
     kept_envs: int = 0  # seats whose env it kept from that run (the same env, task set, options, runtime)
+    rpc: str = ""  # HOST:PORT of its own RPC (runner_rpc), for the next eval to reach it without Ray
 
 
 @dataclass(eq=False)
@@ -278,6 +287,7 @@ class Fleet:
                         info["seats"],
                         warm=info["warm"],
                         kept_envs=info["kept_envs"],
+                        rpc=info.get("rpc", ""),
                     )
                 )
             index = taken
@@ -288,7 +298,10 @@ class Fleet:
             + f"); {warm} of {len(self.runners)} runners warm from an earlier run"
         )
         threading.Thread(target=self._renew, name="sandgym-ray-renew", daemon=True).start()
-        # Seats in turn over the nodes: the first episodes spread over every node.
+        self.queue_seats(in_flight)
+
+    def queue_seats(self, in_flight: int) -> None:
+        """Every seat, `in_flight` times, in turn over the nodes: the first episodes spread over every node."""
         for _ in range(in_flight):
             for i in range(max(r.seats for r in self.runners)):
                 for r in self.runners:
@@ -367,6 +380,29 @@ class Fleet:
 
     # -- playing ---------------------------------------------------------
 
+    def send(self, seat: Seat, job: Job) -> Pending:
+        """Hand `job` to `seat`; what waits for its record."""
+        import ray
+
+        ref = seat.runner.handle.play.remote(self.claim_id, seat.index, job.payload())
+
+        def pending(timeout: float) -> EpisodeRecord | None:
+            done, _ = ray.wait([ref], timeout=timeout)
+            if not done:
+                return None
+            try:
+                rec: EpisodeRecord = ray.get(ref)
+            except ray.exceptions.RayError as e:
+                if is_node_loss(e):
+                    raise NodeLost(type(e).__name__) from None
+                raise
+            return rec
+
+        return pending
+
+    def abort(self, runner: Runner, key: str, why: str) -> None:
+        runner.handle.abort.remote(key, why)
+
     def play(
         self,
         job: Job,
@@ -378,8 +414,6 @@ class Fleet:
         in the job's retries (`lost_try_record`) and play it again elsewhere. Returns (None, None) when the
         caller no longer wants the record (`closed()`: another party recorded
         the episode; `cancelled()` after a node loss: it would only be ended)."""
-        import ray
-
         from sandgym.harness.episode import now
 
         lost = 0
@@ -388,25 +422,22 @@ class Fleet:
             runner = seat.runner
 
             def abort(why: str, runner: Runner = runner) -> None:
-                runner.handle.abort.remote(job.key, why)
+                self.abort(runner, job.key, why)
 
             on_seat(abort)
             started, t0 = now(), time.perf_counter()
-            ref = runner.handle.play.remote(self.claim_id, seat.index, job.payload())
+            pending = self.send(seat, job)
             try:
                 while True:
-                    done, _ = ray.wait([ref], timeout=WAIT_POLL_S)
-                    if done:
-                        rec: EpisodeRecord = ray.get(ref)
+                    rec = pending(WAIT_POLL_S)
+                    if rec is not None:
                         break
                     if closed():  # recorded by the supervisor; the seat finishes the episode on its own
                         self.give_back(seat)
                         return None, None
-            except ray.exceptions.RayError as e:
-                if not is_node_loss(e):
-                    raise
+            except NodeLost as e:
                 on_seat(None)
-                why = f"the Ray node {runner.node} ({runner.host}) was lost during this try: {type(e).__name__}"
+                why = f"the Ray node {runner.node} ({runner.host}) was lost during this try: {e}"
                 self.mark_lost(runner, why)
                 job.retries.append(lost_try_record(runner, started, why, time.perf_counter() - t0))
                 lost += 1

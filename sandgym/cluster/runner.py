@@ -7,7 +7,9 @@ runtime and its seats' envs. One claim at a time (`claim`): a runner
 claimed by a live run answers "busy" and the next eval takes (or starts)
 another runner on that node. A claim lapses when its run releases it,
 or when the run has neither played nor renewed for `LEASE_S` (its
-driver died). An unclaimed runner ends itself after its idle time
+driver died); a claim made over the runner's own RPC (`runner_rpc.py`,
+an eval without Ray) lapses when its connection closes instead. An
+unclaimed runner ends itself after its idle time
 (`idle_s`; `scripts/ray-cluster.sh down` ends every one).
 
 What a claimed runner keeps from the run before: its process, its
@@ -105,12 +107,22 @@ class NodeRunner:
         self.aborted: dict[str, str] = {}  # job key -> why, for an abort that came before its play
         self.lock = threading.Lock()
         self.ending = False
+        self.held = False  # the claim is held by a connection of `runner_rpc` (not leased by time)
+        self.rpc_address = ""  # HOST:PORT of its own RPC (warm runners on a cluster with a token)
+        if idle_s > 0:
+            from .runner_rpc import serve
+
+            self.rpc_address = serve(self, ray.util.get_node_ip_address())
         threading.Thread(target=self._watch, name="sandgym-runner-watch", daemon=True).start()
 
     # -- claims ----------------------------------------------------------
 
     async def claim(self, claim_id: str, plan: RunPlan, seats: int) -> dict[str, Any] | None:
         """Take this runner for run `claim_id` with `seats` seats; None when another live claim holds it."""
+        return await asyncio.to_thread(self.take_claim, claim_id, plan, seats)
+
+    def take_claim(self, claim_id: str, plan: RunPlan, seats: int, held: bool = False) -> dict[str, Any] | None:
+        """`claim`, from any thread; `held`: a connection holds it (it lapses when that closes, not by time)."""
         import os
         import socket
 
@@ -122,11 +134,12 @@ class NodeRunner:
             if self.ending or (self.claim_id and self.claim_id != claim_id):
                 return None
             self.claim_id = claim_id
+            self.held = held
             self.touched = time.monotonic()
         warm = bool(self.seats)
         key = env_key(plan)
         if key != self.key:  # another env: the seats' envs are not this run's
-            await self._each_seat(self._drop_env)
+            self._each_seat_wait(self._drop_env)
             self.key = key
         kept = sum("env" in s.slot for s in self.seats)  # the seats are idle: no claim held them
         while len(self.seats) < seats:
@@ -159,6 +172,7 @@ class NodeRunner:
             "kept_envs": kept,
             "claims": self.claims,
             "pid": os.getpid(),
+            "rpc": self.rpc_address,
         }
 
     async def renew(self, claim_id: str) -> bool:
@@ -171,8 +185,11 @@ class NodeRunner:
 
     async def release(self, claim_id: str) -> None:
         """The run is over: the runner is free for the next (its idle time starts)."""
+        self.release_now(claim_id)
+
+    def release_now(self, claim_id: str) -> None:
         with self.lock:
-            if self.claim_id == claim_id:
+            if claim_id and self.claim_id == claim_id:
                 self._unclaim()
 
     def _unclaim(self) -> None:  # under self.lock
@@ -181,6 +198,7 @@ class NodeRunner:
         for k in self.plan.env_vars if self.plan else ():  # the run's API key goes with it
             os.environ.pop(k, None)
         self.claim_id = ""
+        self.held = False
         self.player = None
         self.plan = None
         self.playing.clear()
@@ -191,23 +209,33 @@ class NodeRunner:
 
     async def play(self, claim_id: str, seat: int, job: dict[str, Any]) -> EpisodeRecord:
         """Play one episode on a seat's env; its record (env_error tries included)."""
+        return await asyncio.wrap_future(self.start_play(claim_id, seat, job))
+
+    def start_play(self, claim_id: str, seat: int, job: dict[str, Any]) -> Future[EpisodeRecord]:
+        """`play`, from any thread: the episode queued on its seat, its record to come."""
         with self.lock:
-            if self.claim_id != claim_id:
+            if not claim_id or self.claim_id != claim_id:
                 raise StaleClaim(f"this runner is no longer claimed by run {claim_id}")
             player = self.player
             self.in_flight += 1
             self.touched = time.monotonic()
-        try:
-            return await asyncio.wrap_future(self.seats[seat].submit(lambda: self._play(player, seat, job)))
-        finally:
+        fut = self.seats[seat].submit(lambda: self._play(player, seat, job))
+
+        def done(_: Future[EpisodeRecord]) -> None:
             with self.lock:
                 self.in_flight -= 1
                 self.touched = time.monotonic()
+
+        fut.add_done_callback(done)
+        return fut
 
     async def abort(self, key: str, why: str) -> None:
         """Stop the episode of job `key` (its deadline, a second Ctrl-C): no
         more steps or tries, its env killed; or, when it has not started
         yet, as soon as it does."""
+        self.abort_now(key, why)
+
+    def abort_now(self, key: str, why: str) -> None:
         with self.lock:
             ep = self.playing.get(key)
             if ep is None:
@@ -273,6 +301,14 @@ class NodeRunner:
         done = [asyncio.wrap_future(s.submit(functools.partial(fn, s))) for s in self.seats]
         await asyncio.gather(*done, return_exceptions=True)
 
+    def _each_seat_wait(self, fn: Callable[[SeatThread], None]) -> None:
+        """`_each_seat`, from a thread that may block."""
+        for f in [s.submit(functools.partial(fn, s)) for s in self.seats]:
+            try:
+                f.result()
+            except Exception:  # a broken env is dropped all the same
+                pass
+
     def _close_all(self) -> None:
         for s in self.seats:
             s.stop()
@@ -289,7 +325,7 @@ class NodeRunner:
             time.sleep(WATCH_S)
             with self.lock:
                 quiet = time.monotonic() - self.touched
-                if self.claim_id and self.in_flight == 0 and quiet > LEASE_S:
+                if self.claim_id and not self.held and self.in_flight == 0 and quiet > LEASE_S:
                     self._unclaim()
                     continue
                 if self.idle_s <= 0 or self.claim_id or self.in_flight or quiet <= self.idle_s:

@@ -13,7 +13,10 @@ import collections
 import json
 import logging
 import os
+import pickle
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -37,8 +40,13 @@ WORKERS = 2
 class Cluster:
     def __init__(self, state: Path):
         self.env = {**os.environ, "SANDGYM_RAY_STATE": str(state), "SANDGYM_RAY_PORT": "18380", "PY": sys.executable}
-        # What a driver needs: the cluster takes only holders of its token.
-        self.auth = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(state / "auth_token")}
+        # What a driver needs: the cluster takes only holders of its token; and
+        # where it writes down the warm runners' addresses (direct.py), this cluster's own.
+        self.auth = {
+            "RAY_AUTH_MODE": "token",
+            "RAY_AUTH_TOKEN_PATH": str(state / "auth_token"),
+            "SANDGYM_RAY_RUNNERS": str(state) + "-runners",
+        }
         self.address = ""
 
     def run(self, *args: str) -> str:
@@ -75,6 +83,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
             else:
                 os.environ[k] = v
         c.run("down")
+        shutil.rmtree(c.auth["SANDGYM_RAY_RUNNERS"], ignore_errors=True)
         assert c.raylets() == [], "a raylet outlived `ray-cluster.sh down`"
 
 
@@ -89,8 +98,9 @@ def humaneval(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def ray_eval(cwd: Path, cluster: Cluster, out: Path, *args: str) -> Eval:
-    return Eval(cwd, "--executor", "ray", "--ray-address", cluster.address, "--out", str(out), *args, env=cluster.auth)
+def ray_eval(cwd: Path, cluster: Cluster, out: Path, *args: str, env: dict[str, str] | None = None) -> Eval:
+    where = ("--executor", "ray", "--ray-address", cluster.address, "--out", str(out))
+    return Eval(cwd, *where, *args, env={**cluster.auth, **(env or {})})
 
 
 def check_once_each(records: list[EpisodeRecord], n: int) -> None:
@@ -120,6 +130,13 @@ def test_oracle_humaneval_spreads_over_two_nodes(ray_cluster: Cluster, humaneval
     assert fleet["seats_per_node_measured"] == 2 and fleet["writer_appends_per_s"] > 0
 
 
+def imported_ray(output: str) -> bool:
+    """Did the eval import Ray (its output made with PYTHONPROFILEIMPORTTIME=1)?"""
+    import re
+
+    return re.search(r"\|\s+ray(\.\w+)*\s*$", output, re.M) is not None
+
+
 def warm_of(output: str) -> tuple[int, int]:
     """(warm, all) runners as the eval logged them."""
     import re
@@ -132,14 +149,18 @@ def warm_of(output: str) -> tuple[int, int]:
 def test_a_later_eval_claims_the_warm_runners(ray_cluster: Cluster, tmp_path: Path) -> None:
     ray_cluster.run("stop-runners")
     assert ray_cluster.runners() == []
-    first = ray_eval(tmp_path, ray_cluster, tmp_path / "a", "--policy", "oracle", "-j", "2", "--limit", "6")
+    args = ("--policy", "oracle", "-j", "2", "--limit", "6")
+    first = ray_eval(tmp_path, ray_cluster, tmp_path / "a", *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert first.wait() == 0, first.output()
     assert warm_of(first.output()) == (0, WORKERS)
+    assert imported_ray(first.output()) and "reached directly" not in first.output()
     names = ray_cluster.runners()
     assert len(names) == WORKERS  # left alive, one per node, for the next eval
-    second = ray_eval(tmp_path, ray_cluster, tmp_path / "b", "--policy", "oracle", "-j", "2", "--limit", "6")
+    second = ray_eval(tmp_path, ray_cluster, tmp_path / "b", *args, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert second.wait() == 0, second.output()
     assert warm_of(second.output()) == (WORKERS, WORKERS)
+    # Over the runners' own RPC: no Ray in the eval's process.
+    assert "reached directly" in second.output() and not imported_ray(second.output())
     assert ray_cluster.runners() == names  # claimed, not started again
     records = read_records(tmp_path / "b" / "trajectories.jsonl")
     check_once_each(records, 6)
@@ -207,6 +228,42 @@ def test_a_driver_without_the_token_is_refused(ray_cluster: Cluster, tmp_path: P
     assert not (tmp_path / "r" / "trajectories.jsonl").exists() or not read_records(
         tmp_path / "r" / "trajectories.jsonl"
     )
+
+
+def test_a_runners_listener_takes_only_the_clusters_token(ray_cluster: Cluster, tmp_path: Path) -> None:
+    from sandgym.cluster.direct import recall
+    from sandgym.cluster.wire import HEADER, MAGIC, NONCE, WireError, connect
+
+    run = ray_eval(tmp_path, ray_cluster, tmp_path / "a", "--limit", "2", "-j", "2")
+    assert run.wait() == 0, run.output()
+    entries = recall(ray_cluster.address)  # where the warm runners listen, written down by that eval
+    assert len(entries) == WORKERS
+    with pytest.raises(WireError, match="closed"):
+        connect(entries[0]["rpc"], b"0" * 64)
+    # A message sent in place of the handshake's answer is never unpickled.
+    marker = tmp_path / "unpickled"
+
+    class Bomb:
+        def __reduce__(self) -> tuple[object, tuple[str]]:
+            return os.system, (f"touch {marker}",)
+
+    payload = pickle.dumps(("hello", 0, Bomb()))
+    host, _, port = entries[0]["rpc"].rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        assert sock.recv(len(MAGIC) + NONCE).startswith(MAGIC)
+        sock.sendall(HEADER.pack(len(payload)) + payload)
+        sock.settimeout(10)
+        try:
+            answer = sock.recv(100)
+        except ConnectionResetError:  # hung up on with the message unread
+            answer = b""
+        assert answer == b""
+    assert not marker.exists()
+    # The runners still serve the cluster's own evals, directly.
+    again = ray_eval(tmp_path, ray_cluster, tmp_path / "b", "--limit", "2", "-j", "2")
+    assert again.wait() == 0, again.output()
+    assert "reached directly" in again.output()
+    assert [r.outcome for r in read_records(tmp_path / "b" / "trajectories.jsonl")] == ["passed"] * 2
 
 
 def test_records_of_the_local_executor_name_no_executor(tmp_path: Path) -> None:
@@ -307,9 +364,15 @@ def test_the_docker_runtime_from_the_nodes(ray_cluster: Cluster, tmp_path: Path)
     assert [(r.outcome, r.runtime["backend"]) for r in records] == [("passed", "docker")] * 2
 
 
-def test_a_worker_node_killed_mid_run(ray_cluster: Cluster, humaneval: Path, tmp_path: Path) -> None:
-    """It kills a node, then brings the cluster back whole (the node back, as a new node)."""
+@pytest.mark.parametrize("reach", ["ray", "direct"])
+def test_a_worker_node_killed_mid_run(ray_cluster: Cluster, humaneval: Path, tmp_path: Path, reach: str) -> None:
+    """It kills a node, then brings the cluster back whole (the node back, as a new node).
+    `ray`: the eval started the runners through Ray; `direct`: it reached warm ones over their own RPC."""
     out = tmp_path / "run"
+    ray_cluster.run("stop-runners")
+    if reach == "direct":  # runners on both nodes, written down for the eval below
+        warm = ray_eval(tmp_path, ray_cluster, tmp_path / "warm", "--limit", "4", "-j", "4")
+        assert warm.wait() == 0, warm.output()
     # The oracle's answers, each after 0.3 s in its sandbox: the run lasts
     # long enough (and episodes are in flight) when the node is killed.
     replay = tmp_path / "slow.jsonl"
@@ -339,6 +402,7 @@ def test_a_worker_node_killed_mid_run(ray_cluster: Cluster, humaneval: Path, tmp
     assert all(r.executor and r.executor["node"] not in dead for r in retried)
     assert len({r.executor["node"] for r in records if r.executor}) == WORKERS
     assert "was lost" in run.output()
+    assert ("reached directly" in run.output()) == (reach == "direct")
     # The killed node's runner went with it; the other node's is still warm for the next eval.
     names = ray_cluster.runners()
     assert not [n for n in names for d in dead if d[:16] in n]
