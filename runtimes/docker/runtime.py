@@ -159,7 +159,7 @@ class DockerRuntime(Runtime):
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
-        refuse_egress(spec, 'docker')
+        refuse_egress(spec, "docker")
         if spec.isolation not in (None, self.isolation):
             raise SandboxError(f"this runtime isolates with {self.isolation}, not {spec.isolation!r}")
         image = image_for(spec.image, self.image)

@@ -159,7 +159,7 @@ class JailRuntime(Runtime):
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
-        refuse_egress(spec, 'jail')
+        refuse_egress(spec, "jail")
         if spec.network not in ("none", "no-sockets"):
             raise RuntimeUnavailable(
                 f"the jail runtime has no network of any kind; this sandbox asks for network={spec.network!r} "

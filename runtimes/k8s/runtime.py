@@ -422,8 +422,7 @@ class KubernetesRuntime(Runtime):
         """Make (once) the NetworkPolicy of the spec's egress allowlist; its key, the pods' label."""
         key = egress_key(spec.egress)
         if key not in self._egress_made:
-            from kubernetes import client
-
+            client, _ = kubernetes_client()
             networking = client.NetworkingV1Api(self.api_client)
             self._create_if_missing(
                 lambda: networking.create_namespaced_network_policy(self.namespace, egress_policy(spec.egress))

@@ -472,7 +472,7 @@ class LocalRuntime(Runtime):
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
-        refuse_egress(spec, 'local')
+        refuse_egress(spec, "local")
         if spec.isolation not in (None, "namespaces"):
             raise SandboxError(
                 f"runtime 'local' isolates with namespaces, not {spec.isolation!r}: "

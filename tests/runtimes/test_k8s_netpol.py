@@ -56,7 +56,10 @@ def service(k8s_cluster):
 
     from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
-    if "kube-router: running" not in subprocess.run(["bash", K8S_SCRIPT, "status"], capture_output=True, text=True).stdout:
+    if (
+        "kube-router: running"
+        not in subprocess.run(["bash", K8S_SCRIPT, "status"], capture_output=True, text=True).stdout
+    ):
         pytest.skip("the test cluster runs no NetworkPolicy enforcer (SANDGYM_K8S_NETPOL=0)")
     rt = KubernetesRuntime(pool=0)
     core = rt.core
@@ -89,7 +92,10 @@ def service(k8s_cluster):
     }
     service = {
         "metadata": {"name": "netpol-svc"},
-        "spec": {"selector": {"app": "netpol-svc"}, "ports": [{"name": "a", "port": 8080}, {"name": "b", "port": 8081}]},
+        "spec": {
+            "selector": {"app": "netpol-svc"},
+            "ports": [{"name": "a", "port": 8080}, {"name": "b", "port": 8081}],
+        },
     }
     core.create_namespaced_pod(SERVICE_NS, pod)
     try:
@@ -144,7 +150,7 @@ def test_default_deny_blocks_a_service_a_pod_without_policy_reaches(k8s_cluster,
             assert ("8080", own_ip) in accepted()
 
             # The same pod once its namespace denies by default.
-            networking.create_namespaced_network_policy(OPEN_NS, network_policy())
+            networking.create_namespaced_network_policy(OPEN_NS, network_policy())  # type: ignore[arg-type]
             wait_until(lambda: probe(sb, ip, 8080) != "hello 8080", "the default deny to take effect")
             for port in (8080, 8081):
                 assert probe(sb, ip, port) in ("refused", "timeout")
@@ -165,14 +171,16 @@ def test_an_egress_allowlist_lets_exactly_that_through(k8s_cluster, service):
     allow = (Egress(host=ip, ports=(8080,)),)
     try:
         with rt.create(SPEC.model_copy(update={"egress": allow})) as allowed, rt.create(SPEC) as denied:
-            for sb in (allowed, denied):
-                wait_until(lambda sb=sb: enforced(sb.info.id), "kube-router to take the pods in")
+            wait_until(
+                lambda: enforced(allowed.info.id) and enforced(denied.info.id), "kube-router to take the pods in"
+            )
             pod = rt.core.read_namespaced_pod(allowed.info.id, rt.namespace)
             assert pod.metadata.labels[EGRESS_LABEL] == egress_key(allow)
             policy = client.NetworkingV1Api(rt.api_client).read_namespaced_network_policy(
                 POLICY_PREFIX + egress_key(allow), rt.namespace
             )
-            assert policy.spec.policy_types == ["Egress"] and len(policy.spec.egress) == 1
+            assert policy.spec is not None and policy.spec.policy_types == ["Egress"]
+            assert len(policy.spec.egress or []) == 1
 
             wait_until(lambda: probe(allowed, ip, 8080) == "hello 8080", "the allowlisted port to answer")
             seen = len(accepted())
