@@ -194,7 +194,7 @@ build() {
 # when deleted.
 build_kwok() {
   [ -x "$bin/kwok" ] && [ "$(cat "$cache/kwok/version" 2> /dev/null)" = "$KWOK_VERSION" ] && return 0
-  mkdir -p "$cache/kwok"
+  mkdir -p "$cache/kwok" "$bin"
   (
     cd "$cache/kwok"
     printf 'module sandgym.local/kwok-build\n\ngo 1.26.0\n\nrequire sigs.k8s.io/kwok %s\n' "$KWOK_VERSION" > go.mod
@@ -221,7 +221,7 @@ build_kwok() {
 # SDK, so a cold build is long: one package at a time, at low priority.
 build_kube_router() {
   [ -x "$bin/kube-router" ] && [ "$(cat "$cache/kube-router/version" 2> /dev/null)" = "$KUBE_ROUTER_VERSION" ] && return 0
-  mkdir -p "$cache/kube-router"
+  mkdir -p "$cache/kube-router" "$bin"
   (
     cd "$cache/kube-router"
     printf 'module sandgym.local/kube-router-build\n\ngo 1.24.0\n\nrequire github.com/cloudnativelabs/kube-router/v2 %s\n' "$KUBE_ROUTER_VERSION" > go.mod
