@@ -21,6 +21,8 @@ from tests.helpers import wait_until
 pytestmark = pytest.mark.k8s
 
 SPEC = SandboxSpec(memory_mb=128, cpus=0.25, wall_timeout_s=300)
+# kube-router serves node 0 only; other nodes' pods reach nothing at all.
+NODE0 = {"kubernetes.io/hostname": "sandgym-node"}
 # Namespaces of their own per run: a deleted one lingers while it ends.
 SERVICE_NS = f"sandgym-netpol-svc-{uuid.uuid4().hex[:6]}"
 OPEN_NS = f"sandgym-netpol-open-{uuid.uuid4().hex[:6]}"
@@ -74,6 +76,7 @@ def service(k8s_cluster):
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "terminationGracePeriodSeconds": 0,
+            "nodeSelector": NODE0,
             "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
             "containers": [
                 {
@@ -137,7 +140,7 @@ def test_default_deny_blocks_a_service_a_pod_without_policy_reaches(k8s_cluster,
     from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
     ip, accepted = service
-    rt = KubernetesRuntime(pool=0, namespace=OPEN_NS)
+    rt = KubernetesRuntime(pool=0, namespace=OPEN_NS, node_selector=NODE0)
     networking = client.NetworkingV1Api(rt.api_client)
     try:
         # The positive control: the same kind of pod, in a namespace with no policy.
@@ -167,7 +170,7 @@ def test_an_egress_allowlist_lets_exactly_that_through(k8s_cluster, service):
     from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
     ip, accepted = service
-    rt = KubernetesRuntime(pool=0)
+    rt = KubernetesRuntime(pool=0, node_selector=NODE0)
     allow = (Egress(host=ip, ports=(8080,)),)
     try:
         with rt.create(SPEC.model_copy(update={"egress": allow})) as allowed, rt.create(SPEC) as denied:
