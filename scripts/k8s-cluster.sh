@@ -275,6 +275,13 @@ netpol_down() {
   stop kube-router
   [ -x "$bin/kube-router" ] && command -v iptables > /dev/null || return 0
   "$bin/kube-router" --cleanup-config > /dev/null 2>&1 || true
+  # What its clean-up leaves (seen here): its filter chains and ipsets.
+  local rule chain set
+  iptables-save -t filter | grep -E '^-A (INPUT|FORWARD|OUTPUT) .*-j KUBE-(ROUTER|NWPLCY|POD-FW)' | cut -c4- |
+    while read -r rule; do eval "iptables -D $rule" 2> /dev/null || true; done
+  for chain in $(iptables-save -t filter | sed -n 's/^:\(KUBE-\(ROUTER\|NWPLCY\|POD-FW\)[^ ]*\) .*/\1/p'); do iptables -F "$chain" 2> /dev/null || true; done
+  for chain in $(iptables-save -t filter | sed -n 's/^:\(KUBE-\(ROUTER\|NWPLCY\|POD-FW\)[^ ]*\) .*/\1/p'); do iptables -X "$chain" 2> /dev/null || true; done
+  for set in $(ipset list -n 2> /dev/null | grep -E '^KUBE-(SRC|DST)-'); do ipset destroy "$set" 2> /dev/null || true; done
   iptables -D FORWARD -j SANDGYM-K8S-PODS 2> /dev/null || true
   iptables -F SANDGYM-K8S-PODS 2> /dev/null || true
   iptables -X SANDGYM-K8S-PODS 2> /dev/null || true
