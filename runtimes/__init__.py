@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .backends import BACKENDS, backend_of, load
 from .base import (
+    Egress,
     ExecResult,
     Mount,
     Runtime,
@@ -28,6 +29,7 @@ def get_runtime(name: str) -> Runtime:
 
 
 __all__ = [
+    "Egress",
     "ExecResult",
     "Mount",
     "Runtime",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import io
+import ipaddress
 import tarfile
 import time
 from collections.abc import Mapping, Sequence
@@ -79,6 +80,47 @@ class Mount(BaseModel):
         return v
 
 
+class Egress(BaseModel):
+    """One destination a sandbox may reach (an egress allowlist entry): an
+    address or CIDR and its ports. Only backends that enforce network
+    policy honour it (k8s: a NetworkPolicy); the others refuse a spec that
+    has any, since they give sandboxes no network at all."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field(description="An IP address or CIDR (10.0.0.5, 10.0.0.0/24): a NetworkPolicy cannot name hosts.")
+    ports: tuple[int, ...] = Field(min_length=1, description="Destination ports, 1-65535.")
+    protocol: Literal["TCP", "UDP"] = "TCP"
+
+    @field_validator("host")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        try:
+            return str(ipaddress.ip_network(v, strict=False))
+        except ValueError:
+            raise ValueError(
+                f"egress host must be an IP address or CIDR such as 10.0.0.5 or 10.0.0.0/24 "
+                f"(a NetworkPolicy cannot name hosts), got {v!r}"
+            ) from None
+
+    @field_validator("ports")
+    @classmethod
+    def _ports(cls, v: tuple[int, ...]) -> tuple[int, ...]:
+        bad = [p for p in v if not 1 <= p <= 65535]
+        if bad:
+            raise ValueError(f"egress ports must be 1-65535, got {bad[0]}")
+        return tuple(sorted(set(v)))
+
+
+def refuse_egress(spec: SandboxSpec, runtime: str) -> None:
+    """A backend that gives sandboxes no network cannot honour an egress allowlist: say so."""
+    if spec.egress:
+        raise RuntimeUnavailable(
+            f"this sandbox may reach {spec.egress[0].host} (an egress allowlist), but runtime {runtime!r} gives "
+            "sandboxes no network: run it on k8s, whose NetworkPolicy lets exactly that through"
+        )
+
+
 class SandboxSpec(BaseModel):
     """What a sandbox is made of and what it may use."""
 
@@ -118,6 +160,9 @@ class SandboxSpec(BaseModel):
         "off, docker mounts both noexec; the local runtime's are executable either way.",
     )
     network: Network = "none"
+    egress: tuple[Egress, ...] = Field(
+        (), description="Destinations the sandbox may reach, on backends that enforce network policy (k8s)."
+    )
     mounts: tuple[Mount, ...] = ()
     env: Mapping[str, str] = Field(default_factory=dict)
     workdir: str = WORKDIR

@@ -48,6 +48,11 @@ CONTAINERD_VERSION=v2.1.5
 CNI_VERSION=v1.9.1
 # Simulated nodes (SANDGYM_K8S_KWOK_NODES=M, default 0: none, nothing built).
 KWOK_VERSION=v0.8.0
+# NetworkPolicy: kube-router's network-policy controller alone (iptables +
+# ipset). kube-network-policies needs nftables' queue statement, which this
+# kernel lacks (CONFIG_NFT_QUEUE). SANDGYM_K8S_NETPOL=0: not started.
+KUBE_ROUTER_VERSION=v2.1.0
+netpol=${SANDGYM_K8S_NETPOL:-1}
 kwok_nodes=${SANDGYM_K8S_KWOK_NODES:-0}
 GVISOR_VERSION=$(sed -n 's/^GVISOR_VERSION=\([^ ]*\).*/\1/p' "$(dirname "$0")/gvisor.sh")
 cache=${SANDGYM_K8S_CACHE:-/var/cache/sandgym/k8s}
@@ -173,6 +178,7 @@ build() {
     )
   fi
   if [ "$kwok_nodes" != 0 ]; then build_kwok; fi
+  if [ "$netpol" != 0 ]; then build_kube_router; fi
   if [ ! -x "$bin/pause" ] || [ "$here/k8s/pause.go" -nt "$bin/pause" ]; then
     (
       cd "$cache/pause"
@@ -188,7 +194,7 @@ build() {
 # when deleted.
 build_kwok() {
   [ -x "$bin/kwok" ] && [ "$(cat "$cache/kwok/version" 2> /dev/null)" = "$KWOK_VERSION" ] && return 0
-  mkdir -p "$cache/kwok"
+  mkdir -p "$cache/kwok" "$bin"
   (
     cd "$cache/kwok"
     printf 'module sandgym.local/kwok-build\n\ngo 1.26.0\n\nrequire sigs.k8s.io/kwok %s\n' "$KWOK_VERSION" > go.mod
@@ -210,6 +216,28 @@ build_kwok() {
   )
 }
 
+# kube-router, for its network-policy controller only (its BGP router and
+# service proxy are never started). Its module pulls in gobgp and the AWS
+# SDK, so a cold build is long: one package at a time, at low priority.
+build_kube_router() {
+  [ -x "$bin/kube-router" ] && [ "$(cat "$cache/kube-router/version" 2> /dev/null)" = "$KUBE_ROUTER_VERSION" ] && return 0
+  mkdir -p "$cache/kube-router" "$bin"
+  (
+    cd "$cache/kube-router"
+    printf 'module sandgym.local/kube-router-build\n\ngo 1.24.0\n\nrequire github.com/cloudnativelabs/kube-router/v2 %s\n' "$KUBE_ROUTER_VERSION" > go.mod
+    rm -f go.sum
+    go get "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
+    log "building kube-router $KUBE_ROUTER_VERSION"
+    local start
+    start=$(date +%s)
+    CGO_ENABLED=0 nice -n 19 go build -p 1 -trimpath -o out/kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+    mv -f out/kube-router "$bin/kube-router"
+    rmdir out
+    echo "$KUBE_ROUTER_VERSION" > version
+    log "built kube-router in $(($(date +%s) - start)) s"
+  )
+}
+
 # M simulated nodes: KWOK's controller manages the nodes annotated
 # kwok.x-k8s.io/node=fake; their taint keeps off every pod that does not
 # tolerate it (the tests' pods), so only the scale benchmark's land there.
@@ -221,11 +249,53 @@ kwok_up() {
   log "$kwok_nodes simulated (KWOK) nodes"
 }
 
+# NetworkPolicy on node 0: kube-router's firewall alone (no router, no
+# service proxy, no health or metrics listener) as that node, and a
+# fail-closed rule of ours after it: traffic from or to a pod bridge that
+# kube-router did not accept (a pod it has not processed yet, the bridges
+# of nodes it does not serve) is dropped. One kube-router per machine:
+# each rewrites the whole filter table's KUBE-* chains, so a second one, for
+# node 1, would undo the first's; pods of nodes 1.. keep isolated ports.
+netpol_up() {
+  build_kube_router
+  echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables
+  iptables -N SANDGYM-K8S-PODS 2> /dev/null || iptables -F SANDGYM-K8S-PODS
+  iptables -A SANDGYM-K8S-PODS -i 'sandgym-k8s+' -j DROP
+  iptables -A SANDGYM-K8S-PODS -o 'sandgym-k8s+' -j DROP
+  iptables -C FORWARD -j SANDGYM-K8S-PODS 2> /dev/null || iptables -A FORWARD -j SANDGYM-K8S-PODS
+  start kube-router "$bin/kube-router" --kubeconfig="$state/admin.kubeconfig" \
+    --hostname-override="$(node_name 0)" --run-firewall=true --run-router=false --run-service-proxy=false \
+    --health-port=0 --metrics-port=0 --service-cluster-ip-range=10.96.0.0/24 --iptables-sync-period=1m
+  wait_for kube-router 120 iptables -S KUBE-ROUTER-FORWARD
+  log "NetworkPolicy enforced on $(node_name 0) by kube-router $KUBE_ROUTER_VERSION"
+}
+
+# kube-router's chains and ipsets removed (its own clean-up), then ours.
+netpol_down() {
+  stop kube-router
+  [ -x "$bin/kube-router" ] && command -v iptables > /dev/null || return 0
+  "$bin/kube-router" --cleanup-config > /dev/null 2>&1 || true
+  # What its clean-up leaves (seen here): its filter chains and ipsets.
+  local rule chain set
+  iptables-save -t filter | grep -E '^-A (INPUT|FORWARD|OUTPUT) .*-j KUBE-(ROUTER|NWPLCY|POD-FW)' | cut -c4- |
+    while read -r rule; do eval "iptables -D $rule" 2> /dev/null || true; done
+  for chain in $(iptables-save -t filter | sed -n 's/^:\(KUBE-\(ROUTER\|NWPLCY\|POD-FW\)[^ ]*\) .*/\1/p'); do iptables -F "$chain" 2> /dev/null || true; done
+  for chain in $(iptables-save -t filter | sed -n 's/^:\(KUBE-\(ROUTER\|NWPLCY\|POD-FW\)[^ ]*\) .*/\1/p'); do iptables -X "$chain" 2> /dev/null || true; done
+  for set in $(ipset list -n 2> /dev/null | grep -E '^KUBE-(SRC|DST)-'); do ipset destroy "$set" 2> /dev/null || true; done
+  iptables -D FORWARD -j SANDGYM-K8S-PODS 2> /dev/null || true
+  iptables -F SANDGYM-K8S-PODS 2> /dev/null || true
+  iptables -X SANDGYM-K8S-PODS 2> /dev/null || true
+}
+
 packages() {
   local missing=()
   command -v etcd > /dev/null || missing+=(etcd-server)
   command -v runc > /dev/null || missing+=(runc)
   command -v openssl > /dev/null || missing+=(openssl)
+  if [ "$netpol" != 0 ]; then
+    command -v iptables-restore > /dev/null || missing+=(iptables)
+    command -v ipset > /dev/null || missing+=(ipset)
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing ${missing[*]}"
     apt-get update -qq
@@ -364,7 +434,11 @@ node_configs() {
   mkdir -p "$state/cni$x" "$state/containerd$x" "$state/kubelet$x"
   # One isolated bridge port per pod (portIsolation: ports cannot reach
   # each other), no address for the host on it, no gateway, no masquerade.
-  # This CNI enforces no NetworkPolicy, and needs none.
+  # Where kube-router enforces NetworkPolicy (node 0, unless
+  # SANDGYM_K8S_NETPOL=0), pods on the bridge can reach each other, as in
+  # a real cluster, and the policies decide (netpol_up).
+  local isolated=true
+  if [ "$i" = 0 ] && [ "$netpol" != 0 ]; then isolated=false; fi
   rm -f "$state/cni$x/"*.conflist
   cat > "$state/cni$x/10-sandgym.conflist" << EOF
 {
@@ -372,7 +446,7 @@ node_configs() {
   "name": "sandgym-pods$x",
   "plugins": [{
     "type": "bridge", "bridge": "sandgym-k8s$i",
-    "isGateway": false, "ipMasq": false, "hairpinMode": false, "portIsolation": true,
+    "isGateway": false, "ipMasq": false, "hairpinMode": false, "portIsolation": $isolated,
     "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.254.$i.0/24"}]]}
   }]
 }
@@ -552,6 +626,7 @@ up() {
   for i in $(seq 0 $((nodes - 1))); do node_up "$i"; done
   wait_for kube-scheduler 60 curl -fsSk https://127.0.0.1:10259/healthz
   wait_for kube-controller-manager 60 curl -fsSk https://127.0.0.1:10257/healthz
+  if [ "$netpol" != 0 ]; then netpol_up; fi
   if [ "$kwok_nodes" != 0 ]; then kwok_up; fi
   kubectl_ setup
   log "up: KUBECONFIG=$state/admin.kubeconfig"
@@ -577,6 +652,7 @@ images() { # node
 down() {
   local i x known
   known=$(known_nodes)
+  netpol_down
   for name in kwok kube-controller-manager kube-scheduler kube-apiserver etcd; do stop "$name"; done
   # Pods' containers outlive the kubelet: stop them through containerd.
   for i in $known; do node_stop "$i"; done
@@ -609,7 +685,7 @@ stop() {
 status() {
   local names="etcd kube-apiserver kube-scheduler kube-controller-manager" i
   for i in $(known_nodes); do names+=" containerd$(sfx "$i") kubelet$(sfx "$i")"; done
-  for name in $names kwok; do
+  for name in $names kwok kube-router; do
     if running "$name"; then echo "$name: running (pid $(cat "$run/$name.pid"))"; else echo "$name: stopped"; fi
   done
   running kube-apiserver && kubectl_ status || true

@@ -23,7 +23,7 @@ from gymnasium import spaces
 from sandgym.envs.base import DEFAULT_MAX_ACTION_CHARS, SandgymEnv, action_problem, check_options
 from sandgym.envs.tools import function_tool, tool_arguments
 from sandgym.outcomes import Outcome, retry_delay
-from sandgym.runtimes import Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
+from sandgym.runtimes import Egress, Runtime, Sandbox, SandboxError, SandboxSpec, get_runtime
 from sandgym.spaces import UnicodeText
 from sandgym.specs import TaskSet, choose_task, load_family_task_set
 from sandgym.specs.code_function import CodeTaskPair
@@ -300,7 +300,11 @@ class CodeFunctionEnv(SandgymEnv):
         assert self.task is not None
         if self._sandbox is None or not self._sandbox.alive:
             self._close_sandbox()
-            spec = SandboxSpec(mounts=(boundary_mount(),), labels={"role": "agent", "task": self.task.id})
+            spec = SandboxSpec(
+                mounts=(boundary_mount(),),
+                labels={"role": "agent", "task": self.task.id},
+                egress=tuple(Egress(**rule.model_dump()) for rule in self.task.visible.egress),
+            )
             self._sandbox = self.runtime.create(spec)
             self.timings["create_s"] += self._sandbox.info.create_s
         return self._sandbox

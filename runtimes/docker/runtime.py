@@ -36,6 +36,7 @@ from ..base import (
     SandboxError,
     SandboxInfo,
     SandboxSpec,
+    refuse_egress,
 )
 from ..gvisor import RUNSC_MAX_PIDS, runsc_host_tasks
 from ..images import default_image, docker_client, image_exists, image_for
@@ -158,6 +159,7 @@ class DockerRuntime(Runtime):
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
+        refuse_egress(spec, "docker")
         if spec.isolation not in (None, self.isolation):
             raise SandboxError(f"this runtime isolates with {self.isolation}, not {spec.isolation!r}")
         image = image_for(spec.image, self.image)

@@ -47,7 +47,7 @@ import uuid
 from pathlib import Path
 
 from ..agent_client import AGENT_DIR, AGENT_FILES, AgentChannel, AgentSandbox, agent_config
-from ..base import ETC_ALLOWED, Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec
+from ..base import ETC_ALLOWED, Runtime, RuntimeUnavailable, SandboxError, SandboxInfo, SandboxSpec, refuse_egress
 from ..boundary.jail_launch import kill_uid, uid_processes
 from ..staging import BOUNDARY_DIR
 
@@ -159,6 +159,7 @@ class JailRuntime(Runtime):
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
+        refuse_egress(spec, "jail")
         if spec.network not in ("none", "no-sockets"):
             raise RuntimeUnavailable(
                 f"the jail runtime has no network of any kind; this sandbox asks for network={spec.network!r} "

@@ -68,6 +68,7 @@ from .api import (
 from .attach import AttachBridge
 from .limits import MAX_PODS_ENV, PodSlots, RateLimiter, limit_client, limit_settings, quota_refusal
 from .mounts import MountMaps
+from .netpol import EGRESS_LABEL, egress_key, egress_policy
 from .pods import POOL_LABEL, RUN_ID, RUN_LABEL, mounts_tar, network_policy, pod_labels, pod_manifest
 from .watch import PodWatcher, shared_watcher
 
@@ -179,6 +180,7 @@ class KubernetesRuntime(Runtime):
             drain_timeout_s=120,
         )
         self.mount_maps = MountMaps(self.core, self.namespace)
+        self._egress_made: set[str] = set()  # allowlists whose NetworkPolicy exists
         self.label = "k8s" if isolation == "runc" else f"k8s:{'gvisor' if isolation == 'runsc' else isolation}"
         self.pool_max, self.pool_starters, self.pool_rate = most, starters, rate
         self.pool_lock = threading.Lock()
@@ -410,9 +412,23 @@ class KubernetesRuntime(Runtime):
             config["limits"]["pids"] = min(spec.pids, RUNSC_MAX_PIDS)
         maps = [self.mount_maps.get(m.source) for m in spec.mounts]
         copied = [i for i, found in enumerate(maps) if found is None]
+        if spec.egress:
+            labels[EGRESS_LABEL] = self.allow_egress(spec)
         manifest = pod_manifest(spec, sid, image, config, self.runtime_class, self.node, labels, extra_s, maps)
         manifest["metadata"]["annotations"] = annotations
         return sid, manifest, copied
+
+    def allow_egress(self, spec: SandboxSpec) -> str:
+        """Make (once) the NetworkPolicy of the spec's egress allowlist; its key, the pods' label."""
+        key = egress_key(spec.egress)
+        if key not in self._egress_made:
+            client, _ = kubernetes_client()
+            networking = client.NetworkingV1Api(self.api_client)
+            self._create_if_missing(
+                lambda: networking.create_namespaced_network_policy(self.namespace, egress_policy(spec.egress))
+            )
+            self._egress_made.add(key)
+        return key
 
     def _start(self, spec: SandboxSpec, image: str, stocked: bool) -> _Started:
         """Create a pod for `spec`, copy its mounts in, start its agent and wait for it to answer."""

@@ -36,6 +36,7 @@ from ..base import (
     SandboxError,
     SandboxInfo,
     SandboxSpec,
+    refuse_egress,
 )
 from ..host_processes import environs, kill_tree
 from ..rootfs import rootfs
@@ -471,6 +472,7 @@ class LocalRuntime(Runtime):
 
     def create(self, spec: SandboxSpec | None = None) -> AgentSandbox:
         spec = spec or SandboxSpec()
+        refuse_egress(spec, "local")
         if spec.isolation not in (None, "namespaces"):
             raise SandboxError(
                 f"runtime 'local' isolates with namespaces, not {spec.isolation!r}: "

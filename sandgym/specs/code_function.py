@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, VisibleSpec, json_data
+from sandgym.specs.egress import EgressRule
 
 
 class Example(StrictModel):
@@ -85,10 +86,15 @@ class CodeTask(VisibleSpec):
     timeout_s: float = Field(10.0, gt=0, le=600, description="Wall time for verifying one submission.")
     float_tolerance: float | None = Field(None, ge=0, description="Compare floats within this tolerance.")
     source: str = Field("sandgym", description="Where the task comes from (dataset name).")
+    egress: list[EgressRule] = Field(
+        default_factory=list,
+        description="What the agent's sandbox may reach (addresses/CIDRs and ports); nothing by default. "
+        "Honoured on k8s (a NetworkPolicy); other runtimes refuse such a task.",
+    )
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return _without_defaults(handler(self), {"kind": "function", "io_examples": []})
+        return _without_defaults(handler(self), {"kind": "function", "io_examples": [], "egress": []})
 
     @field_validator("entry_point")
     @classmethod

