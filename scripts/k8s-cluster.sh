@@ -230,7 +230,7 @@ build_kube_router() {
     log "building kube-router $KUBE_ROUTER_VERSION"
     local start
     start=$(date +%s)
-    CGO_ENABLED=0 nice -n 19 go build -p 1 -trimpath -o out/kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+    CGO_ENABLED=0 nice -n 19 go build -trimpath -o out/kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
     mv -f out/kube-router "$bin/kube-router"
     rmdir out
     echo "$KUBE_ROUTER_VERSION" > version

