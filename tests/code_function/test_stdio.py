@@ -110,6 +110,23 @@ def test_every_reference_solution_passes_and_an_empty_program_does_not(tasks, ru
         assert validate_task(CodeTaskPair.of(t), runtime) == [], t.id
 
 
+@pytest.mark.docker
+@pytest.mark.parametrize("backend", ["docker", "docker:runsc"])
+def test_stdio_programs_are_judged_alike_on_runc_and_gvisor(tasks, backend):
+    """A few tasks' references in every language they are written in, an
+    empty program, and a program out of time."""
+    from sandgym.runtimes import get_runtime
+
+    rt = get_runtime(backend)
+    try:
+        for name in ("power-mod", "roman-numerals"):
+            assert validate_task(CodeTaskPair.of(tasks.get(f"stdio/{name}")), rt) == [], (backend, name)
+        v = verify_stdio(task(tasks, "count-primes", timeout_s=1.0), "while True:\n    pass\n", "python", rt)
+        assert v.outcome == Outcome.TIMEOUT, (backend, v)
+    finally:
+        rt.close()
+
+
 @pytest.mark.sandbox
 def test_a_wrong_answer_fails_without_showing_the_hidden_output(tasks, runtime):
     pair = task(tasks, "sum-list")
