@@ -96,6 +96,11 @@ RECIPES = {
                 "mono-runtime",
                 "scala",
                 "racket",
+                # SandboxFusion's test modes: pytest, JUnit 5 (its console
+                # launcher) and Jest; go_test needs only golang-go.
+                "python3-pytest",
+                "junit5",
+                "jest",
             ),
         ),
         ImageRecipe(

@@ -18,7 +18,7 @@ from sandgym.runtimes import Runtime
 from sandgym.specs import TaskSet
 
 from .compile_cache import CompileCache
-from .languages import LANGUAGES
+from .languages import RUNNABLE
 from .run_code import RunCodeRequest, RunCodeResponse, run_code
 from .submit import EvalResult, SubmitRequest, submit
 
@@ -55,10 +55,10 @@ def mount_run_code(
 
     @app.post("/run_code", response_model=RunCodeResponse, response_model_exclude_none=False)
     async def run_code_route(req: RunCodeRequest) -> Any:
-        if req.language not in LANGUAGES:
+        if req.language not in RUNNABLE:
             return JSONResponse(
                 status_code=400,
-                content={"detail": f"language {req.language!r} is not supported; supported: {', '.join(LANGUAGES)}"},
+                content={"detail": f"language {req.language!r} is not supported; supported: {', '.join(RUNNABLE)}"},
             )
         try:
             return await asyncio.to_thread(run_bounded, req)
@@ -92,7 +92,7 @@ def mount_run_code(
 
     @app.get("/languages")
     async def languages() -> list[str]:
-        return list(LANGUAGES)
+        return list(RUNNABLE)
 
 
 def build_run_code_app(

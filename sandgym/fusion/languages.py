@@ -9,6 +9,7 @@ passes through a shell, so nothing of the request reaches a command line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 IMAGE = "recipe:polyglot"
@@ -43,6 +44,14 @@ _JVM = (
 )
 
 
+# A command's argument that stands for the source file's name (a test
+# mode whose file is named after the code's public class).
+SOURCE = "<source>"
+
+# The build cache lives in the sandbox's /tmp: nothing survives it.
+_GO_ENV = {"GOCACHE": "/tmp/go-cache", "GOPATH": "/tmp/go", "GO111MODULE": "off", "CGO_ENABLED": "0"}
+
+
 @dataclass(frozen=True)
 class Language:
     name: str  # SandboxFusion's name for it
@@ -51,6 +60,21 @@ class Language:
     compile: tuple[str, ...] | None = None
     extra_files: dict[str, str] = field(default_factory=dict)  # written beside the source
     env: dict[str, str] = field(default_factory=dict)
+    # Java's rule: the file is named after its public class (else `source`).
+    named_by_public_class: bool = False
+
+    def source_for(self, code: str) -> str:
+        """The name the code's file gets in the working folder."""
+        if self.named_by_public_class and (m := _PUBLIC_CLASS.search(code)):
+            return f"{m.group(1)}.java"
+        return self.source
+
+    def argv(self, command: tuple[str, ...], source: str) -> list[str]:
+        return [source if a == SOURCE else a for a in command]
+
+
+# An identifier only (no path, no leading dash): it becomes a file name.
+_PUBLIC_CLASS = re.compile(r"^\s*public\s+(?:(?:final|abstract)\s+)*class\s+([A-Za-z_][A-Za-z0-9_]{0,99})\b", re.M)
 
 
 LANGUAGES: dict[str, Language] = {
@@ -80,8 +104,7 @@ LANGUAGES: dict[str, Language] = {
             "main.go",
             ("./main",),
             compile=("go", "build", "-o", "main", "main.go"),
-            # The build cache lives in the sandbox's /tmp: nothing survives it.
-            env={"GOCACHE": "/tmp/go-cache", "GOPATH": "/tmp/go", "GO111MODULE": "off", "CGO_ENABLED": "0"},
+            env=_GO_ENV,
         ),
         Language(
             "java",
@@ -124,14 +147,101 @@ LANGUAGES: dict[str, Language] = {
     )
 }
 
+# SandboxFusion's test modes: the code is a test file, run by its
+# language's test runner; the runner's exit code is the verdict (Success
+# when every test passed, Failed with the runner's report otherwise).
+JUNIT_JAR = "/usr/share/java/junit-platform-console-standalone.jar"  # Debian's junit5
+
+# Jest runs JavaScript; SandboxFusion's own Jest strips TypeScript's types
+# with Babel and checks none. Here TypeScript's own transpiler does the
+# same to every .ts file of the working folder (a syntax error is a
+# compile failure, a type error is not).
+TRANSPILE_TS = """\
+const fs = require("fs");
+const path = require("path");
+let ts;
+try { ts = require("typescript"); } catch (e) { ts = require("/usr/share/nodejs/typescript"); }
+let failed = false;
+function walk(dir) {
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const name = path.join(dir, entry.name);
+    if (entry.isDirectory() && entry.name !== "node_modules") walk(name);
+    if (!entry.isFile() || !/\\.tsx?$/.test(name) || name.endsWith(".d.ts")) continue;
+    const out = ts.transpileModule(fs.readFileSync(name, "utf8"), {
+      fileName: name,
+      reportDiagnostics: true,
+      compilerOptions: { target: ts.ScriptTarget.ES2020, module: ts.ModuleKind.CommonJS, jsx: ts.JsxEmit.React },
+    });
+    for (const d of out.diagnostics || []) {
+      const where = d.file ? d.file.getLineAndCharacterOfPosition(d.start) : { line: 0, character: 0 };
+      const text = ts.flattenDiagnosticMessageText(d.messageText, "\\n");
+      console.error(`${name}(${where.line + 1},${where.character + 1}): ${text}`);
+      failed = true;
+    }
+    fs.writeFileSync(name.replace(/\\.tsx?$/, ".js"), out.outputText);
+  }
+}
+walk(".");
+process.exitCode = failed ? 1 : 0;
+"""
+
+JEST_CONFIG = '{"testRegex": "\\\\.(test|spec)\\\\.jsx?$", "transform": {}, "cacheDirectory": "/tmp/jest-cache"}\n'
+
+TEST_MODES: dict[str, Language] = {
+    lang.name: lang
+    for lang in (
+        # pytest on the file (Debian's python3-pytest); no cache folder left behind.
+        Language(
+            "pytest",
+            "test_main.py",
+            ("python3", "-m", "pytest", "-p", "no:cacheprovider", "test_main.py"),
+            env={"PYTHONDONTWRITEBYTECODE": "1"},
+        ),
+        # `go test` on the file, with the Go settings above.
+        Language(
+            "go_test",
+            "main_test.go",
+            ("go", "test", "main_test.go"),
+            env=_GO_ENV,
+        ),
+        # JUnit 5: the file is compiled against the console launcher, which
+        # then finds the tests on the class path.
+        Language(
+            "junit",
+            "Main.java",
+            (
+                *("java", *_JVM, "-jar", JUNIT_JAR),
+                *("--disable-banner", "--disable-ansi-colors", "--class-path", ".", "--scan-class-path"),
+            ),
+            compile=(
+                *("javac", *(f"-J{o}" for o in _JVM), "-encoding", "UTF-8"),
+                *("-cp", f".:{JUNIT_JAR}", "-sourcepath", ".", "-d", ".", SOURCE),
+            ),
+            named_by_public_class=True,
+        ),
+        # Jest (Debian's jest) on the transpiled file, in one process.
+        # Debian's Jest wants a config file; no transform (the code is JS by then).
+        Language(
+            "jest",
+            "main.test.ts",
+            ("jest", "--ci", "--runInBand", "--no-watchman", "--config", "jest.config.json"),
+            compile=("node", "transpile-ts.js"),
+            extra_files={"transpile-ts.js": TRANSPILE_TS, "jest.config.json": JEST_CONFIG},
+        ),
+    )
+}
+
+# Every name `/run_code` takes: programs, then test modes.
+RUNNABLE: dict[str, Language] = {**LANGUAGES, **TEST_MODES}
+
 # Every command sees these; HOME is the sandbox's own /tmp (compilers that
 # keep caches there write nothing elsewhere).
 BASE_ENV = {"HOME": "/tmp", "LANG": "C.UTF-8", "PATH": "/usr/local/bin:/usr/bin:/bin"}
 
 
 def language(name: str) -> Language:
-    """The language `name`; the error lists the supported ones."""
+    """The language or test mode `name`; the error lists the supported ones."""
     try:
-        return LANGUAGES[name]
+        return RUNNABLE[name]
     except KeyError:
-        raise ValueError(f"unsupported language {name!r}; supported: {', '.join(LANGUAGES)}") from None
+        raise ValueError(f"unsupported language {name!r}; supported: {', '.join(RUNNABLE)}") from None

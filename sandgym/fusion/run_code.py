@@ -108,7 +108,7 @@ def request_files(req: RunCodeRequest, lang: Language) -> dict[str, bytes]:
             raise RunCodeError(f"files[{name!r}]: not base64; send the file's bytes base64-encoded") from None
     for name, text in lang.extra_files.items():
         out[name] = text.encode()
-    out[lang.source] = req.code.encode()
+    out[lang.source_for(req.code)] = req.code.encode()
     return out
 
 
@@ -155,6 +155,7 @@ def run_code(runtime: Runtime, req: RunCodeRequest, cache: CompileCache | None =
     reuses an earlier compile of the same source (compile_cache.py)."""
     lang = language(req.language)  # ValueError names the supported ones
     files = request_files(req, lang)
+    source = lang.source_for(req.code)
     fetch = [workspace_path("fetch_files", p) for p in req.fetch_files]
     env: Mapping[str, str] = {**BASE_ENV, **lang.env}
     key = cache_key(lang, req.code, image_tag()) if cache is not None and lang.compile and not req.files else None
@@ -174,7 +175,9 @@ def run_code(runtime: Runtime, req: RunCodeRequest, cache: CompileCache | None =
                 )
             elif lang.compile is not None:
                 compiled = command_result(
-                    box.exec(list(lang.compile), timeout=req.compile_timeout, env=env, max_output=MAX_OUTPUT)
+                    box.exec(
+                        lang.argv(lang.compile, source), timeout=req.compile_timeout, env=env, max_output=MAX_OUTPUT
+                    )
                 )
                 if cache is not None and key and _passed(compiled):
                     # Taken now: nothing of the request has run yet, only the compiler.
@@ -191,7 +194,9 @@ def run_code(runtime: Runtime, req: RunCodeRequest, cache: CompileCache | None =
                     return RunCodeResponse(status="Failed", message=note, compile_result=compiled, files=fetched)
             stdin = req.stdin.encode() if req.stdin is not None else None
             ran = command_result(
-                box.exec(list(lang.run), timeout=req.run_timeout, stdin=stdin, env=env, max_output=MAX_OUTPUT)
+                box.exec(
+                    lang.argv(lang.run, source), timeout=req.run_timeout, stdin=stdin, env=env, max_output=MAX_OUTPUT
+                )
             )
             fetched, note = _fetched(box, fetch)
             return RunCodeResponse(

@@ -106,3 +106,29 @@ LOOP: dict[str, str] = {
     "go": "package main\n\nfunc main() {\n\tfor {\n\t}\n}\n",
     "bash": "while :; do :; done\n",
 }
+
+# SandboxFusion's test modes: a test file whose tests all pass, and one
+# with a failing test (the runner's report names it).
+TEST_PASS: dict[str, str] = {
+    "pytest": "def add(a, b):\n    return a + b\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    "go_test": 'package main\n\nimport "testing"\n\nfunc add(a, b int) int { return a + b }\n\n'
+    "func TestAdd(t *testing.T) {\n\tif got := add(2, 3); got != 5 {\n"
+    '\t\tt.Fatalf("add(2, 3) = %d", got)\n\t}\n}\n',
+    "junit": "import org.junit.jupiter.api.Test;\n\nimport static org.junit.jupiter.api.Assertions.assertEquals;\n\n"
+    "public class AddTest {\n  static int add(int a, int b) { return a + b; }\n\n"
+    "  @Test\n  void addsTwoNumbers() {\n    assertEquals(5, add(2, 3));\n  }\n}\n",
+    "jest": "function add(a: number, b: number): number {\n  return a + b;\n}\n\n"
+    'test("adds two numbers", () => {\n  expect(add(2, 3)).toBe(5);\n});\n',
+}
+
+# Each fails one test, named `wrong_sum` in its runner's report.
+TEST_FAIL: dict[str, str] = {
+    "pytest": "def test_right_sum():\n    assert 2 + 3 == 5\n\n\ndef test_wrong_sum():\n    assert 2 + 3 == 6\n",
+    "go_test": 'package main\n\nimport "testing"\n\nfunc Test_wrong_sum(t *testing.T) {\n'
+    '\tif 2+3 != 6 {\n\t\tt.Errorf("2 + 3 is not 6")\n\t}\n}\n',
+    "junit": "import org.junit.jupiter.api.Test;\n\nimport static org.junit.jupiter.api.Assertions.assertEquals;\n\n"
+    "public class SumTest {\n  @Test\n  void right_sum() {\n    assertEquals(5, 2 + 3);\n  }\n\n"
+    "  @Test\n  void wrong_sum() {\n    assertEquals(6, 2 + 3);\n  }\n}\n",
+    "jest": 'test("right_sum", () => {\n  expect(2 + 3).toBe(5);\n});\n\n'
+    'test("wrong_sum", () => {\n  expect(2 + 3).toBe(6);\n});\n',
+}

@@ -39,7 +39,7 @@ def task(tasks: TaskSet, name: str, **visible) -> CodeTaskPair:
 
 
 def test_the_bundled_set_has_reference_solutions_in_four_languages(tasks):
-    assert len(tasks) >= 12
+    assert len(tasks) >= 20
     for t in tasks.tasks:
         pair = CodeTaskPair.of(t)
         assert pair.visible.kind == "stdio" and pair.visible.io_examples and len(pair.hidden.io_tests) >= 3
@@ -108,6 +108,23 @@ def test_outputs_compare_up_to_trailing_whitespace():
 def test_every_reference_solution_passes_and_an_empty_program_does_not(tasks, runtime):
     for t in tasks.tasks:
         assert validate_task(CodeTaskPair.of(t), runtime) == [], t.id
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("backend", ["docker", "docker:runsc"])
+def test_stdio_programs_are_judged_alike_on_runc_and_gvisor(tasks, backend):
+    """A few tasks' references in every language they are written in, an
+    empty program, and a program out of time."""
+    from sandgym.runtimes import get_runtime
+
+    rt = get_runtime(backend)
+    try:
+        for name in ("power-mod", "roman-numerals"):
+            assert validate_task(CodeTaskPair.of(tasks.get(f"stdio/{name}")), rt) == [], (backend, name)
+        v = verify_stdio(task(tasks, "count-primes", timeout_s=1.0), "while True:\n    pass\n", "python", rt)
+        assert v.outcome == Outcome.TIMEOUT, (backend, v)
+    finally:
+        rt.close()
 
 
 @pytest.mark.sandbox

@@ -1,11 +1,14 @@
 """The `/run_code` attack catalogue (sandgym/fusion/attacks.py) played
-through SandboxFusion's real client against a served app on the local
-runtime: each attack in every language it is written in. Every test
+through SandboxFusion's real client against a served app: on the local
+runtime each attack in every language it is written in; on Docker with
+runc and with gVisor the kinds whose defence is the runtime's own
+(filesystem, network, limits, privileges, files read back, what the next
+request finds), in a few languages. Every test
 checks the answer the client got and then that nothing outside the
 sandboxes changed (`Host.check`): no file on the host, the host's secret
 unread and untouched, a host process of the sandboxes' own uid alive, a
 loopback listener never reached, the hostname the same, no process left
-behind, the server still serving."""
+behind (no container, on Docker), the server still serving."""
 
 from __future__ import annotations
 
@@ -40,9 +43,30 @@ SECRET_ENV = "SANDGYM_FUSION_ATTACK_SECRET"
 COMPILE_S = 60.0
 KEPT = 1 << 20  # bytes of output kept per stream (sandgym/fusion/run_code.py)
 
+BACKENDS = [
+    "local",
+    pytest.param("docker", marks=pytest.mark.docker),
+    pytest.param("docker:runsc", marks=pytest.mark.docker),
+]
+# What runs on the Docker backends (every kind and language runs on local).
+RUNTIME_KINDS = {
+    "host-write",
+    "host-read",
+    "network",
+    "fork-bomb",
+    "memory-bomb",
+    "disk-fill",
+    "signals",
+    "pooled-state",
+    "escape",
+    "fetch-symlink",
+}
+RUNTIME_LANGUAGES = ("python", "bash", "cpp")
+
 
 @dataclass
 class Host:
+    backend: str
     url: str
     token: str
     secret_path: str
@@ -81,8 +105,24 @@ class Host:
         while (left_procs := set(descendants(os.getpid())) - self.baseline) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not left_procs, f"processes left behind: {[_comm(p) for p in left_procs]}"
+        if self.backend != "local":
+            while (left_boxes := _my_containers()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not left_boxes, f"containers left behind: {left_boxes}"
         with urllib.request.urlopen(f"{self.url}/v1/ping", timeout=60) as resp:
             assert json.loads(resp.read()) == "pong"
+
+
+def _my_containers() -> list[str]:
+    """This process's sandbox containers (other processes share the engine)."""
+    import docker
+
+    from sandgym.runtimes.docker.runtime import OWNER_LABEL, owner_label
+
+    found = docker.from_env().containers.list(
+        all=True, filters={"label": f"{OWNER_LABEL}={owner_label()}"}, ignore_removed=True
+    )
+    return [str(c.name) for c in found]
 
 
 def _comm(pid: int) -> str:
@@ -94,8 +134,8 @@ def _comm(pid: int) -> str:
         return f"{pid}: gone"
 
 
-@pytest.fixture(scope="module")
-def host() -> Iterator[Host]:
+@pytest.fixture(scope="module", params=BACKENDS)
+def host(request) -> Iterator[Host]:
     token = f"tok-{uuid.uuid4().hex[:24]}"
     # Set before the runtime starts its sandboxes: none may inherit it.
     os.environ[SECRET_ENV] = token
@@ -117,13 +157,14 @@ def host() -> Iterator[Host]:
     # only the pid namespace keeps their signals off it.
     drop = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if os.geteuid() == 0 else []
     canary = subprocess.Popen([*drop, "sleep", "3600"])
-    rt = get_runtime("local")
+    rt = get_runtime(request.param)
     try:
         with serving(build_run_code_app(rt, concurrency=2)) as url:
             # The zygote is up before the baseline of processes is taken.
             warm = run_client(url, [{"language": "python", "code": "print(1)"}])
             assert warm[0]["summary"] == "Success", warm
             yield Host(
+                backend=request.param,
                 url=url,
                 token=token,
                 secret_path=secret_path,
@@ -156,13 +197,25 @@ def request(attack: RunCodeAttack, language: str, host: Host, mark: str) -> dict
     return r
 
 
+def languages(host: Host, kind: str) -> list[str]:
+    """The languages `kind` is played in on `host`'s backend (skipped where
+    it is not played)."""
+    attack = BY_KIND[f"run_code.{kind}"]
+    if host.backend == "local":
+        return list(attack.programs)
+    if kind not in RUNTIME_KINDS:
+        pytest.skip(f"{kind} is played on the local runtime only")
+    return [lang for lang in attack.programs if lang in RUNTIME_LANGUAGES]
+
+
 def play(host: Host, kind: str, sandbox_errors: bool = False) -> tuple[str, dict[str, dict[str, Any]]]:
     """Every language's program of `kind` through the client; results by
     language. The client raises on a SandboxError answer: allowed only
     with `sandbox_errors`."""
     attack = BY_KIND[f"run_code.{kind}"]
     mark = f"sandgym-attack-{uuid.uuid4().hex[:12]}"
-    langs = list(attack.programs)
+    langs = languages(host, kind)
+    assert langs, kind
     got = run_client(host.url, [request(attack, lang, host, mark) for lang in langs])
     for lang, r in zip(langs, got, strict=True):
         assert "error" not in r or (sandbox_errors and "SandboxError" in r["error"]), (kind, lang, r)
@@ -279,7 +332,7 @@ def test_nothing_is_left_for_the_next_request(host):
     attack = BY_KIND["run_code.pooled-state"]
     assert attack.follow_up
     mark = f"sandgym-attack-{uuid.uuid4().hex[:12]}"
-    for lang in attack.programs:
+    for lang in languages(host, "pooled-state"):
         planted, after = run_client(
             host.url,
             [request(attack, lang, host, mark), {"language": "python", "code": attack.follow_up}],

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from sandgym.fusion.languages import LANGUAGES, language
+from sandgym.fusion.languages import LANGUAGES, RUNNABLE, language
 from sandgym.fusion.run_code import RunCodeError, RunCodeRequest, request_files, workspace_path
 from sandgym.fusion.samples import HELLO
 
@@ -52,3 +52,22 @@ def test_serve_refuses_an_unknown_api():
     )
     assert done.returncode != 0
     assert "grpc" in done.stderr and "sandbox-fusion" in done.stderr
+
+
+def test_test_modes_are_served_but_are_not_stdio_languages():
+    assert language("pytest").name == "pytest" and "pytest" not in LANGUAGES
+    assert {"pytest", "go_test", "junit", "jest"} <= set(RUNNABLE)
+
+
+@pytest.mark.parametrize(
+    "code, source",
+    [
+        ("public class AddTest {\n}\n", "AddTest.java"),
+        ("import x;\n\npublic final class Checks {}\n", "Checks.java"),
+        ("class Hidden {}\n", "Main.java"),  # no public class: SandboxFusion's default name
+        ("public class ../../etc/x {}\n", "Main.java"),  # never a path
+        ("// public class Commented\npublic class Real {}\n", "Real.java"),
+    ],
+)
+def test_junit_files_are_named_after_their_public_class(code, source):
+    assert language("junit").source_for(code) == source

@@ -240,15 +240,29 @@ def test_out_of_range_timeouts_are_refused(endpoint):
 @pytest.mark.docker
 @pytest.mark.parametrize("backend", ["docker", "docker:runsc"])
 def test_other_runtimes_compile_and_run_in_one_sandbox(backend):
-    """Compiled programs run from the workspace, which docker mounts
-    noexec unless the spec says otherwise (exec_workspace)."""
+    """Every language on runc and gVisor (its stdin program, D's hello
+    world), and the documented statuses of a compile error, a run-time
+    error and a time limit in a few. Compiled programs run from the
+    workspace, which docker mounts noexec unless the spec says otherwise
+    (exec_workspace)."""
     rt = get_runtime(backend)
     langs = list(SUM_STDIN)  # every language with a stdin program: all but D_ut
+    assert set(langs) | {"D_ut"} == set(LANGUAGES)
+    some = ("python", "cpp", "java")
+    reqs = [request(lang, SUM_STDIN[lang], stdin="40 2\n") for lang in langs]
+    reqs.append(request("D_ut", HELLO["D_ut"]))
+    reqs += [request(lang, COMPILE_ERROR[lang]) for lang in some if lang in COMPILE_ERROR]
+    reqs += [request(lang, RUNTIME_ERROR[lang]) for lang in some]
+    reqs += [request(lang, LOOP[lang], run_timeout=1.0) for lang in some if lang in LOOP]
     with serving(build_run_code_app(rt, concurrency=1)) as url:
-        got = run_client(url, [request(lang, SUM_STDIN[lang], stdin="40 2\n") for lang in langs])
-    for lang, r in zip(langs, got, strict=True):
+        got = run_client(url, reqs)
+    for lang, r in zip(langs, got, strict=False):
         assert r.get("summary") == "Success", (backend, lang, r)
         assert r["response"]["run_result"]["stdout"].strip() == "42"
+    rest = got[len(langs) :]
+    assert rest[0].get("summary") == "Success" and rest[0]["response"]["run_result"]["stdout"] == "hello, world\n"
+    summaries = [r.get("summary") for r in rest[1:]]
+    assert summaries == ["CompileFailed"] * 2 + ["RunFailed"] * 3 + ["RunTimeout"] * 2, (backend, rest[1:])
 
 
 def test_run_code_mounts_beside_the_openenv_routes():
