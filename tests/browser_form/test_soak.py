@@ -28,7 +28,7 @@ def check(episodes: int, every: int) -> None:
 
 
 def test_soak_sample():
-    check(24, 6)
+    check(12, 4)
 
 
 @pytest.mark.slow
