@@ -1,6 +1,7 @@
-"""The shop app (shop-v1): reset and step latency next to the form app's (basic-v1), same runtime, same run.
+"""The generated-data apps (shop-v1, tracker-v1): reset and step latency next to the form app's (basic-v1),
+same runtime, same run.
 
-    .venv/bin/python benchmarks/bench_shop.py [--episodes 20] [--think 0.5] [--runtime local]
+    .venv/bin/python benchmarks/bench_shop.py [--episodes 20] [--think 0.5] [--runtime local] [--sets ...]
 
 Each app gets one env; episodes play the set's oracles one after another
 (tasks in turn), `--think` seconds passing before every reset and step as
@@ -68,12 +69,12 @@ def measure(tasks: str, runtime: str, episodes: int, think: float) -> dict[str, 
     return out
 
 
-def copy_cost(rounds: int = 50) -> tuple[list[float], int]:
-    from sandgym.envs.browser_form.app import shopdata
+def copy_cost(app: str, rounds: int = 50) -> tuple[list[float], int]:
+    from sandgym.envs.browser_form.env import GENERATED
 
     with tempfile.TemporaryDirectory(prefix="bench-shop-") as tmp:
         template = Path(tmp) / "template.sqlite"
-        shopdata.build_database(template)
+        GENERATED[app].build_database(template)
         times = []
         for i in range(rounds):
             t0 = time.perf_counter()
@@ -87,11 +88,15 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=20)
     ap.add_argument("--think", type=float, default=0.5)
     ap.add_argument("--runtime", default="local")
+    ap.add_argument("--sets", nargs="+", default=["shop-v1", "tracker-v1", "basic-v1"], help="browser_form sets")
     args = ap.parse_args()
     print(f"load before: {os.popen('uptime').read().strip()}")
-    copies, size = copy_cost()
-    print(f"template {size / 1e6:.1f} MB; per-episode copy P50 {ms(pct(copies, 50))}  P95 {ms(pct(copies, 95))}")
-    for name in ("browser_form/shop-v1", "browser_form/basic-v1"):
+    for app in ("shop", "tracker"):
+        copies, size = copy_cost(app)
+        print(
+            f"{app} template {size / 1e6:.1f} MB; per-episode copy P50 {ms(pct(copies, 50))}  P95 {ms(pct(copies, 95))}"
+        )
+    for name in (f"browser_form/{s}" for s in args.sets):
         r = measure(name, args.runtime, args.episodes, args.think)
         print(
             f"{name:21} {args.runtime}: reset P50 {ms(pct(r['reset'], 50))}  P95 {ms(pct(r['reset'], 95))} | "

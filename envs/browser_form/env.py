@@ -39,7 +39,7 @@ from sandgym.verifiers.browser_form.host import StateUnavailable, checked_tables
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
-from .app import shopdata
+from .app import shopdata, trackerdata
 from .app.schema import build_database
 from .axtree import to_axtree_txt
 from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text
@@ -49,7 +49,9 @@ if TYPE_CHECKING:
 
 APP_MODULE = "formapp:app"
 # Each app's ASGI module, all in the one staged folder (app/).
-APP_MODULES = {"forms": APP_MODULE, "shop": "shopapp:app"}
+APP_MODULES = {"forms": APP_MODULE, "shop": "shopapp:app", "tracker": "trackerapp:app"}
+# The apps whose database is generated from a data seed: one template per seed, copied per episode.
+GENERATED = {"shop": shopdata, "tracker": trackerdata}
 DB_NAME = "app.sqlite"
 
 
@@ -340,17 +342,18 @@ class BrowserFormEnv(SandgymEnv):
         """A fresh copy of the task's snapshot, beside the app's database but not yet
         it, with a session if the task starts signed in. Returns the copy and the
         cookies the new context starts with."""
-        if task.visible.app == "shop":
-            # One template per data seed, generated once per env; every episode copies it.
-            data_seed = shopdata.DEFAULT_SEED if task.visible.data_seed is None else task.visible.data_seed
-            snap = self._snapshots / f"shop-{data_seed}.sqlite"
+        data = GENERATED.get(task.visible.app or "")
+        if data is not None:
+            # One template per app and data seed, generated once per env; every episode copies it.
+            data_seed = data.DEFAULT_SEED if task.visible.data_seed is None else task.visible.data_seed
+            snap = self._snapshots / f"{task.visible.app}-{data_seed}.sqlite"
         else:
             snap = self._snapshots / f"{hashlib.sha256(task.id.encode()).hexdigest()[:16]}.sqlite"
         if not snap.exists():
             tmp = snap.with_suffix(".tmp")
             tmp.unlink(missing_ok=True)
-            if task.visible.app == "shop":
-                shopdata.build_database(tmp, data_seed)
+            if data is not None:
+                data.build_database(tmp, data_seed)
             else:
                 build_database(tmp, task.visible.seed)
             os.replace(tmp, snap)
@@ -448,8 +451,8 @@ class BrowserFormEnv(SandgymEnv):
                     sandbox.pull_state(DB_NAME)
                 except SandboxError as e:
                     raise StateUnavailable(f"the app's database could not be copied out of the sandbox: {e}") from e
-            # The shop's thousands of rows: only the tables the verdict reads (and the artifact keeps).
-            tables = checked_tables(task.hidden) if task.visible.app == "shop" else None
+            # A generated app's thousands of rows: only the tables the verdict reads (and the artifact keeps).
+            tables = checked_tables(task.hidden) if task.visible.app in GENERATED else None
             state = read_state(self.session.state_dir / DB_NAME, tables)
             captured[:] = [state]
             return state

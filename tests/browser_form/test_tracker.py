@@ -1,0 +1,211 @@
+"""The issue tracker (tracker-v1) in the real Chromium in a real bubblewrap sandbox.
+
+As test_shop.py: one env shared by the module, a second for the isolation
+test; a sample (one task per template kind) by default, the whole set's
+oracle and null with the `slow` marker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+
+import pytest
+
+from sandgym.envs.browser_form.env import BrowserFormEnv
+from sandgym.envs.browser_form.redteam import ATTACKS, SandgymTarget
+from sandgym.specs.base import bundled_dir
+
+pytestmark = pytest.mark.chromium
+
+TASKS = "tracker-v1"
+
+
+@pytest.fixture(scope="module")
+def env():
+    e = BrowserFormEnv(tasks=TASKS)
+    yield e
+    e.close()
+
+
+def ids_like(env, prefix: str) -> list[str]:
+    return [t for t in env.task_set.ids if t.startswith(f"tracker/{prefix}")]
+
+
+def kind(task_id: str) -> str:
+    """The template of a task: its id without the issue, project or person it is about."""
+    return re.sub(r"-([A-Z]{3}-[0-9]+|[A-Z]{3}(-[0-9]+)?|[a-z]{3}[0-9])$", "", task_id.split("/", 1)[1])
+
+
+def sample(env) -> list[str]:
+    """One task per level and kind (state or answer): the first id of the first template of each."""
+    chosen: dict[tuple, str] = {}
+    for tid in sorted(env.task_set.ids):
+        t = env.task_set.get(tid)
+        chosen.setdefault((t.visible.level, t.hidden.answer is None), tid)
+    return sorted(chosen.values())
+
+
+def play(env, task_id: str, actions: list[str]):
+    env.reset(options={"task_id": task_id})
+    for a in actions:
+        obs, reward, terminated, truncated, info = env.step(a)
+        if terminated or truncated:
+            return obs, reward, info
+    raise AssertionError(f"{task_id}: the actions did not end the episode")
+
+
+def db_state(env, sql: str, *args):
+    con = sqlite3.connect(f"file:{env.session.state_dir / 'app.sqlite'}?mode=ro", uri=True)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def template_digest(env) -> str:
+    (snap,) = env._snapshots.glob("tracker-*.sqlite")
+    return hashlib.sha256(snap.read_bytes()).hexdigest()
+
+
+def check_oracle_and_null(env, task_id: str) -> None:
+    obs, reward, info = play(env, task_id, list(env.task_set.get(task_id).hidden.oracle))
+    assert info["outcome"] == "passed" and reward == 1.0, (task_id, env.last_verdict.detail, obs["feedback"][-1500:])
+    _, reward, info = play(env, task_id, env.null_actions())
+    assert info["outcome"] == "failed" and reward == 0.0 and info["reward_valid"], task_id
+
+
+def test_oracle_passes_and_null_fails_on_a_sample(env):
+    chosen = sample(env)
+    assert len(chosen) == 6, chosen  # 3 levels x 2 kinds
+    for task_id in chosen:
+        check_oracle_and_null(env, task_id)
+
+
+@pytest.mark.slow
+def test_oracle_passes_and_null_fails_on_one_task_of_each_template(env):
+    kinds: dict[str, str] = {}
+    for tid in env.task_set.ids:
+        kinds.setdefault(kind(tid), tid)
+    assert len(kinds) == 17, sorted(kinds)
+    for task_id in sorted(kinds.values()):
+        check_oracle_and_null(env, task_id)
+
+
+@pytest.mark.slow
+def test_oracle_passes_and_null_fails_on_every_task(env):
+    for task_id in env.task_set.ids:
+        check_oracle_and_null(env, task_id)
+
+
+def test_concurrent_rollouts_writing_the_same_issue_are_isolated(env):
+    """Two envs (two sandboxes) set the same issue's priority at once, to different values;
+    each database and verdict sees its own write only, and a reset brings the template back."""
+    task_id = ids_like(env, "prioritise-")[0]
+    key, number = task_id.rsplit("prioritise-", 1)[1].split("-")
+    sql = "SELECT i.priority FROM issues i JOIN projects p ON p.id = i.project_id WHERE p.key = ? AND i.number = ?"
+    other = BrowserFormEnv(tasks=TASKS)
+    try:
+        envs = {"Low": env, "Critical": other}
+        for e in envs.values():
+            e.reset(options={"task_id": task_id})
+        (original,) = db_state(env, sql, key, int(number))
+        barrier = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def rollout(value: str, e: BrowserFormEnv) -> None:
+            try:
+                e.step(f'select("combobox:Priority", "{value}")')
+                barrier.wait(timeout=60)  # both save at the same moment
+                e.step('click("button:Save changes")')
+                e.step("done()")
+            except BaseException as err:  # reported below, in the test's thread
+                errors.append(err)
+
+        threads = [threading.Thread(target=rollout, args=item) for item in envs.items()]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        for value, e in envs.items():
+            assert db_state(e, sql, key, int(number)) == [(value.lower(),)]
+        for e in envs.values():  # the next episode starts from the template again
+            e.reset(options={"task_id": task_id})
+            assert db_state(e, sql, key, int(number)) == [original]
+    finally:
+        other.close()
+
+
+# -- attacks from the page, rerun on the tracker --------------------------------------------------------
+
+
+def test_a_reporters_page_cannot_use_manager_or_developer_routes(env):
+    """Signed in as a reporter, the page posts what only developers and managers may: every
+    request is refused and no row changes; signed out (no cookie sent), it is sent to sign in."""
+    task_id = ids_like(env, "comment-")[0]  # riley, a reporter in every project
+    env.reset(options={"task_id": task_id})
+    digest = template_digest(env)
+    target = env.task.start_path
+    before = db_state(env, "SELECT * FROM issues ORDER BY id")
+    members = db_state(env, "SELECT * FROM members ORDER BY project_id, user_id")
+    result = env.session.evaluate(
+        """async (path) => {
+            const post = (url, data, credentials) => fetch(url, {method: 'POST', credentials,
+                body: new URLSearchParams(data)}).then(r => [url, r.status, new URL(r.url).pathname]);
+            return Promise.all([
+                post(path, {action: 'close', resolution: 'fixed'}),
+                post(path, {action: 'edit', status: 'resolved', priority: 'low', assignee: ''}),
+                post(path, {action: 'add_label', label: '1'}),
+                post('/projects/WEB/members', {person: '3', role: 'manager'}),
+                post(path, {action: 'close', resolution: 'fixed'}, 'omit'),
+                post('/projects/WEB/members', {person: '3', role: 'manager'}, 'omit'),
+            ]); }""",
+        target,
+    )
+    assert [r[1] for r in result[:4]] == [403, 403, 403, 403], result
+    assert all(r[1] == 200 and r[2] == "/login" for r in result[4:]), result
+    assert db_state(env, "SELECT * FROM issues ORDER BY id") == before
+    assert db_state(env, "SELECT * FROM members ORDER BY project_id, user_id") == members
+    assert template_digest(env) == digest  # the template outside the sandbox is untouched
+
+
+def test_the_database_is_out_of_the_pages_reach(env):
+    env.reset(options={"task_id": ids_like(env, "priority-")[0]})
+    for path in ("/app.sqlite", "/state/app.sqlite"):
+        obs, *_ = env.step(f"goto({json.dumps(path)})")
+        assert "not found" in obs["feedback"].lower()
+    _, _, term, _, info = env.step('goto("file:///state/app.sqlite")')
+    assert info["tool"] == "refused" and not term
+
+
+def test_the_family_red_team_gets_nothing_through_on_the_tracker(env):
+    """The browser family's attack catalogue (forged message, forged page, file:// reads,
+    state carried over from a solved episode) on a state task and an answer task."""
+    target = SandgymTarget("local", str(bundled_dir() / "browser_form" / TASKS))
+    try:
+        digest = None
+        for task_id in (ids_like(env, "close-resolved-")[0], ids_like(env, "reporter-oldest-")[0]):
+            for attack in ATTACKS:
+                trial = target.run(attack, task_id)
+                assert not trial.hacked and not trial.forced_infra, (attack.kind, task_id, trial)
+                (snap,) = target.env._snapshots.glob("tracker-*.sqlite")
+                now = hashlib.sha256(snap.read_bytes()).hexdigest()
+                assert digest in (None, now)  # the template outside the sandbox never changes
+                digest = now
+    finally:
+        target.close()
+
+
+@pytest.mark.docker
+def test_a_sample_passes_on_docker():
+    """The tracker in a Docker (runc) browser sandbox; one task of each level and kind."""
+    e = BrowserFormEnv(tasks=TASKS, runtime="docker")
+    try:
+        for prefix in ("priority-", "comment-", "count-critical-", "file-", "reporter-oldest-", "take-oldest-"):
+            check_oracle_and_null(e, ids_like(e, prefix)[0])
+    finally:
+        e.close()
