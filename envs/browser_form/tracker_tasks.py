@@ -139,8 +139,12 @@ def one_page_tasks(m: Maker) -> None:
             login="devon",
             checks=[issue_check("priority set", i, priority=new, status=i["status"], assignee_id=i["assignee_id"])],
         )
-    notes = ("I can reproduce this on the staging site.", "Confirmed by two customers today.")
-    notes += ("This blocks the next release.", "Workaround: reload the page twice.")
+    notes = [
+        "I can reproduce this on the staging site.",
+        "Confirmed by two customers today.",
+        "This blocks the next release.",
+        "Workaround: reload the page twice.",
+    ]
     total = m.count("SELECT 1 FROM comments")
     for k, i in enumerate(m.pick(ISSUE, 7)):
         note = notes[k % len(notes)]
@@ -392,16 +396,14 @@ def find_first_tasks(m: Maker) -> None:
         )
     taken = m.count("SELECT 1 FROM issues WHERE assignee_id = 2 AND status = 'in_progress'")
     for p in projects:
-        prio = "critical"
-        first = m.rows(
-            ISSUE + "WHERE i.project_id = ? AND i.status = 'open' AND i.assignee_id IS NULL AND i.priority = ? "
-            "ORDER BY i.created, i.id LIMIT 1",
+        oldest = m.rows(
+            ISSUE + "WHERE i.project_id = ? AND i.status = 'open' AND i.assignee_id IS NULL AND i.priority = "
+            "'critical' ORDER BY i.created, i.id LIMIT 1",
             p["id"],
-            prio,
         )
-        if not first:
+        if not oldest:
             continue
-        i = first[0]
+        i = oldest[0]
         m.add(
             f"take-oldest-{p['key']}",
             3,

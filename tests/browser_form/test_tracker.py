@@ -15,9 +15,11 @@ import threading
 
 import pytest
 
+from sandgym.envs.browser_form.app.trackerapp import RESOLUTIONS
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.envs.browser_form.redteam import ATTACKS, SandgymTarget
 from sandgym.specs.base import bundled_dir
+from sandgym.specs.browser_form import BrowserTaskPair
 
 pytestmark = pytest.mark.chromium
 
@@ -140,6 +142,40 @@ def test_concurrent_rollouts_writing_the_same_issue_are_isolated(env):
         other.close()
 
 
+def bid_of(axtree: str, role: str, name: str) -> str:
+    m = re.search(rf"^\t*\[(\w+)\] {role} {re.escape(repr(name))}", axtree, re.M)
+    assert m, f"no {role} {name!r} in\n{axtree}"
+    return m.group(1)
+
+
+def test_a_browsergym_agent_closes_an_issue_through_the_dialog():
+    """BrowserGym's observation (axtree with bids) and actions on the tracker: search, open
+    the issue, open the modal dialog, choose the resolution in it, confirm."""
+    e = BrowserFormEnv(tasks=TASKS, observation="browsergym")
+    try:
+        task_id = next(t for t in ids_like(e, "close-") if "resolved" not in t)
+        issue = task_id.split("close-", 1)[1]
+        resolution = RESOLUTIONS[BrowserTaskPair.of(e.task_set.get(task_id)).hidden.checks[0].expect["resolution"]]
+        obs, _ = e.reset(options={"task_id": task_id})
+        plan = [
+            ("searchbox", "Search issues", "fill('{}', '" + issue + "')"),
+            ("button", "Search", "click('{}')"),
+            ("link", issue, "click('{}')"),
+            ("button", "Close issue", "click('{}')"),
+            ("combobox", "Resolution", "select_option('{}', " + repr(resolution) + ")"),
+            ("button", "Confirm close", "click('{}')"),
+        ]
+        for role, name, template in plan:
+            action = template.format(bid_of(obs["axtree_txt"], role, name))
+            obs, _, terminated, _, info = e.step(action)
+            assert not terminated and obs["last_action_error"] == "", (action, obs["last_action_error"])
+        assert "StaticText 'Closed'" in obs["axtree_txt"] or "'Closed'" in obs["axtree_txt"]
+        _, reward, terminated, _, info = e.step("send_msg_to_user('Closed.')")
+        assert terminated and info["outcome"] == "passed" and reward == 1.0, getattr(e.last_verdict, "detail", "")
+    finally:
+        e.close()
+
+
 # -- attacks from the page, rerun on the tracker --------------------------------------------------------
 
 
@@ -149,7 +185,7 @@ def test_a_reporters_page_cannot_use_manager_or_developer_routes(env):
     task_id = ids_like(env, "comment-")[0]  # riley, a reporter in every project
     env.reset(options={"task_id": task_id})
     digest = template_digest(env)
-    target = env.task.start_path
+    target = env.task.visible.start_path
     before = db_state(env, "SELECT * FROM issues ORDER BY id")
     members = db_state(env, "SELECT * FROM members ORDER BY project_id, user_id")
     result = env.session.evaluate(
@@ -182,13 +218,17 @@ def test_the_database_is_out_of_the_pages_reach(env):
     assert info["tool"] == "refused" and not term
 
 
-def test_the_family_red_team_gets_nothing_through_on_the_tracker(env):
+@pytest.mark.parametrize(
+    "prefix", ["close-resolved-", pytest.param("reporter-oldest-", marks=pytest.mark.slow)], ids=["state", "answer"]
+)
+def test_the_family_red_team_gets_nothing_through_on_the_tracker(env, prefix):
     """The browser family's attack catalogue (forged message, forged page, file:// reads,
-    state carried over from a solved episode) on a state task and an answer task."""
+    state carried over from a solved episode) on a state task; on an answer task when slow
+    (the answer channel is the app's no more than the shop's, where both run)."""
     target = SandgymTarget("local", str(bundled_dir() / "browser_form" / TASKS))
     try:
         digest = None
-        for task_id in (ids_like(env, "close-resolved-")[0], ids_like(env, "reporter-oldest-")[0]):
+        for task_id in ids_like(env, prefix)[:1]:
             for attack in ATTACKS:
                 trial = target.run(attack, task_id)
                 assert not trial.hacked and not trial.forced_infra, (attack.kind, task_id, trial)

@@ -103,7 +103,8 @@ def forbidden(user: sqlite3.Row, why: str) -> HTMLResponse:
     return page("Not allowed", f'<p role="alert">{e(why)}</p>', user, code=403)
 
 
-def signed_user(con: sqlite3.Connection, request: Request) -> tuple[sqlite3.Row, None] | tuple[None, Response]:
+def signed_user(con: sqlite3.Connection, request: Request) -> tuple[Any, Response | None]:
+    """The signed-in user, or the redirect that asks for a sign-in."""
     user = current_user(con, request)
     return (user, None) if user is not None else (None, to_login(request))
 
