@@ -467,11 +467,11 @@ node_configs() {
   mkdir -p "$state/cni$x" "$state/containerd$x" "$state/kubelet$x"
   # One isolated bridge port per pod (portIsolation: ports cannot reach
   # each other), no address for the host on it, no gateway, no masquerade.
-  # Where kube-router enforces NetworkPolicy (node 0, unless
-  # SANDGYM_K8S_NETPOL=0), pods on the bridge can reach each other, as in
+  # Where kube-router enforces NetworkPolicy (every real node, unless
+  # SANDGYM_K8S_NETPOL=0), pods on a bridge can reach each other, as in
   # a real cluster, and the policies decide (netpol_up).
   local isolated=true
-  if [ "$i" = 0 ] && [ "$netpol" != 0 ]; then isolated=false; fi
+  if [ "$netpol" != 0 ]; then isolated=false; fi
   rm -f "$state/cni$x/"*.conflist
   cat > "$state/cni$x/10-sandgym.conflist" << EOF
 {
