@@ -275,7 +275,11 @@ GO
 # tolerate it (the tests' pods), so only the scale benchmark's land there.
 kwok_up() {
   build_kwok
-  start kwok "$bin/kwok" --kubeconfig="$state/admin.kubeconfig" --config="$cache/kwok/stages.yaml" \
+  # KWOK plays 4 pod stages at once by default: under load, with each patch
+  # taking the API server a second, pods turned Ready at 2-5 a second.
+  printf 'apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: 32\n' \
+    > "$state/kwok.yaml"
+  start kwok "$bin/kwok" --kubeconfig="$state/admin.kubeconfig" --config="$cache/kwok/stages.yaml" --config="$state/kwok.yaml" \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake --node-lease-duration-seconds=40
   kubectl_ kwok-nodes "$kwok_nodes"
   log "$kwok_nodes simulated (KWOK) nodes"
@@ -666,7 +670,9 @@ up() {
 }
 
 # The pause image and every sandgym image Docker holds go into containerd's
-# k8s.io namespace (there is no registry to pull from).
+# k8s.io namespace (there is no registry to pull from); with
+# SANDGYM_K8S_IMAGES=REGEX only the tags it matches (a second node needs
+# not every image: the polyglot ones take minutes each to copy here).
 images() { # node
   local ctr=("$bin/ctr" --address "$run/containerd$(sfx "$1").sock" -n k8s.io) have tag
   have=$("${ctr[@]}" images ls -q)
@@ -674,7 +680,7 @@ images() { # node
     tar -C "$bin" -c pause | docker import -c 'ENTRYPOINT ["/pause"]' - sandgym/pause:1 > /dev/null
     docker save sandgym/pause:1 | "${ctr[@]}" images import - > /dev/null
   fi
-  for tag in $(docker images --format '{{.Repository}}:{{.Tag}}' 'sandgym/base'); do
+  for tag in $(docker images --format '{{.Repository}}:{{.Tag}}' 'sandgym/base' | grep -E -- "${SANDGYM_K8S_IMAGES:-.}"); do
     if ! grep -qx "docker.io/$tag" <<< "$have"; then
       log "loading $tag into node $1's containerd"
       docker save "$tag" | "${ctr[@]}" images import - > /dev/null
