@@ -276,9 +276,22 @@ GO
 kwok_up() {
   build_kwok
   # KWOK plays 4 pod stages at once by default: under load, with each patch
-  # taking the API server a second, pods turned Ready at 2-5 a second.
-  printf 'apiVersion: config.kwok.x-k8s.io/v1alpha1\nkind: KwokConfiguration\noptions:\n  podPlayStageParallelism: 32\n' \
-    > "$state/kwok.yaml"
+  # taking the API server a second, pods turned Ready at 2-5 a second. A
+  # configuration given leaves every option it omits at 0, not the
+  # default, so the others are KWOK v0.8.0's defaults spelled out.
+  cat > "$state/kwok.yaml" << 'EOF'
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 32
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  kubeControllerManagerNodeMonitorPeriodMilliseconds: 5000
+  kubeControllerManagerNodeMonitorGracePeriodMilliseconds: 40000
+  nodeStatusUpdateFrequencyMilliseconds: 10000
+  nodeLeaseDurationSeconds: 40
+EOF
   start kwok "$bin/kwok" --kubeconfig="$state/admin.kubeconfig" --config="$cache/kwok/stages.yaml" --config="$state/kwok.yaml" \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake --node-lease-duration-seconds=40
   kubectl_ kwok-nodes "$kwok_nodes"
