@@ -219,21 +219,53 @@ build_kwok() {
 # kube-router, for its network-policy controller only (its BGP router and
 # service proxy are never started). Its module pulls in gobgp and the AWS
 # SDK, so a cold build is long: one package at a time, at low priority.
+# Built from a copy of its module with one change of ours: it firewalls
+# the pods of every node whose address is in $SANDGYM_NETPOL_NODES_CIDR
+# (all real nodes share this machine's filter table), not only its own
+# node's; one kube-router then serves nodes 0..N-1.
 build_kube_router() {
-  [ -x "$bin/kube-router" ] && [ "$(cat "$cache/kube-router/version" 2> /dev/null)" = "$KUBE_ROUTER_VERSION" ] && return 0
+  local version="$KUBE_ROUTER_VERSION+nodes"
+  [ -x "$bin/kube-router" ] && [ "$(cat "$cache/kube-router/version" 2> /dev/null)" = "$version" ] && return 0
   mkdir -p "$cache/kube-router" "$bin"
   (
     cd "$cache/kube-router"
     printf 'module sandgym.local/kube-router-build\n\ngo 1.24.0\n\nrequire github.com/cloudnativelabs/kube-router/v2 %s\n' "$KUBE_ROUTER_VERSION" > go.mod
     rm -f go.sum
     go get "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION"
+    rm -rf src
+    cp -r "$(go list -m -f '{{.Dir}}' github.com/cloudnativelabs/kube-router/v2)" src
+    chmod -R u+w src
+    local pods=src/pkg/controllers/netpol/pod.go
+    sed -i 's/if strings.Compare(pod.Status.HostIP, nodeIP) != 0 || /if !sandgymServed(pod.Status.HostIP, nodeIP) || /' "$pods"
+    grep -q 'sandgymServed(pod.Status.HostIP' "$pods" || { log "kube-router's local-pod check not found in $pods"; exit 1; }
+    cat > src/pkg/controllers/netpol/sandgym_nodes.go << 'GO'
+package netpol
+
+import (
+	"net"
+	"os"
+)
+
+// sandgymServed: a pod is this controller's if it runs on its node or on
+// any node whose address is in SANDGYM_NETPOL_NODES_CIDR (sandgym's test
+// cluster: every real node on one machine, one filter table).
+func sandgymServed(hostIP, nodeIP string) bool {
+	if hostIP == nodeIP {
+		return true
+	}
+	_, nodes, err := net.ParseCIDR(os.Getenv("SANDGYM_NETPOL_NODES_CIDR"))
+	ip := net.ParseIP(hostIP)
+	return err == nil && ip != nil && nodes.Contains(ip)
+}
+GO
+    go mod edit -replace github.com/cloudnativelabs/kube-router/v2=./src
     log "building kube-router $KUBE_ROUTER_VERSION"
     local start
     start=$(date +%s)
     CGO_ENABLED=0 nice -n 19 go build -trimpath -o out/kube-router github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
     mv -f out/kube-router "$bin/kube-router"
     rmdir out
-    echo "$KUBE_ROUTER_VERSION" > version
+    echo "$version" > version
     log "built kube-router in $(($(date +%s) - start)) s"
   )
 }
@@ -243,19 +275,37 @@ build_kube_router() {
 # tolerate it (the tests' pods), so only the scale benchmark's land there.
 kwok_up() {
   build_kwok
-  start kwok "$bin/kwok" --kubeconfig="$state/admin.kubeconfig" --config="$cache/kwok/stages.yaml" \
+  # KWOK plays 4 pod stages at once by default: under load, with each patch
+  # taking the API server a second, pods turned Ready at 2-5 a second. A
+  # configuration given leaves every option it omits at 0, not the
+  # default, so the others are KWOK v0.8.0's defaults spelled out.
+  cat > "$state/kwok.yaml" << 'EOF'
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  podPlayStageParallelism: 32
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
+  kubeControllerManagerNodeMonitorPeriodMilliseconds: 5000
+  kubeControllerManagerNodeMonitorGracePeriodMilliseconds: 40000
+  nodeStatusUpdateFrequencyMilliseconds: 10000
+  nodeLeaseDurationSeconds: 40
+EOF
+  start kwok "$bin/kwok" --kubeconfig="$state/admin.kubeconfig" --config="$cache/kwok/stages.yaml" --config="$state/kwok.yaml" \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake --node-lease-duration-seconds=40
   kubectl_ kwok-nodes "$kwok_nodes"
   log "$kwok_nodes simulated (KWOK) nodes"
 }
 
-# NetworkPolicy on node 0: kube-router's firewall alone (no router, no
-# service proxy, no health or metrics listener) as that node, and a
-# fail-closed rule of ours after it: traffic from or to a pod bridge that
-# kube-router did not accept (a pod it has not processed yet, the bridges
-# of nodes it does not serve) is dropped. One kube-router per machine:
-# each rewrites the whole filter table's KUBE-* chains, so a second one, for
-# node 1, would undo the first's; pods of nodes 1.. keep isolated ports.
+# NetworkPolicy on every real node: kube-router's firewall alone (no
+# router, no service proxy, no health or metrics listener) as node 0, and
+# a fail-closed rule of ours after it: traffic from or to a pod bridge that
+# kube-router did not accept (a pod it has not processed yet) is dropped.
+# One kube-router per machine: each rewrites the whole filter table's
+# KUBE-* chains, so a second one would undo the first's; ours (patched,
+# build_kube_router) takes the pods of every node in 10.255.255.0/24 as
+# its own, so it serves nodes 1.. too (KWOK nodes are elsewhere).
 netpol_up() {
   build_kube_router
   echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables
@@ -263,11 +313,11 @@ netpol_up() {
   iptables -A SANDGYM-K8S-PODS -i 'sandgym-k8s+' -j DROP
   iptables -A SANDGYM-K8S-PODS -o 'sandgym-k8s+' -j DROP
   iptables -C FORWARD -j SANDGYM-K8S-PODS 2> /dev/null || iptables -A FORWARD -j SANDGYM-K8S-PODS
-  start kube-router "$bin/kube-router" --kubeconfig="$state/admin.kubeconfig" \
+  start kube-router env SANDGYM_NETPOL_NODES_CIDR=10.255.255.0/24 "$bin/kube-router" --kubeconfig="$state/admin.kubeconfig" \
     --hostname-override="$(node_name 0)" --run-firewall=true --run-router=false --run-service-proxy=false \
     --health-port=0 --metrics-port=0 --service-cluster-ip-range=10.96.0.0/24 --iptables-sync-period=1m
   wait_for kube-router 120 iptables -S KUBE-ROUTER-FORWARD
-  log "NetworkPolicy enforced on $(node_name 0) by kube-router $KUBE_ROUTER_VERSION"
+  log "NetworkPolicy enforced on every real node by kube-router $KUBE_ROUTER_VERSION (patched: all nodes)"
 }
 
 # kube-router's chains and ipsets removed (its own clean-up), then ours.
@@ -434,11 +484,11 @@ node_configs() {
   mkdir -p "$state/cni$x" "$state/containerd$x" "$state/kubelet$x"
   # One isolated bridge port per pod (portIsolation: ports cannot reach
   # each other), no address for the host on it, no gateway, no masquerade.
-  # Where kube-router enforces NetworkPolicy (node 0, unless
-  # SANDGYM_K8S_NETPOL=0), pods on the bridge can reach each other, as in
+  # Where kube-router enforces NetworkPolicy (every real node, unless
+  # SANDGYM_K8S_NETPOL=0), pods on a bridge can reach each other, as in
   # a real cluster, and the policies decide (netpol_up).
   local isolated=true
-  if [ "$i" = 0 ] && [ "$netpol" != 0 ]; then isolated=false; fi
+  if [ "$netpol" != 0 ]; then isolated=false; fi
   rm -f "$state/cni$x/"*.conflist
   cat > "$state/cni$x/10-sandgym.conflist" << EOF
 {
@@ -633,7 +683,9 @@ up() {
 }
 
 # The pause image and every sandgym image Docker holds go into containerd's
-# k8s.io namespace (there is no registry to pull from).
+# k8s.io namespace (there is no registry to pull from); with
+# SANDGYM_K8S_IMAGES=REGEX only the tags it matches (a second node needs
+# not every image: the polyglot ones take minutes each to copy here).
 images() { # node
   local ctr=("$bin/ctr" --address "$run/containerd$(sfx "$1").sock" -n k8s.io) have tag
   have=$("${ctr[@]}" images ls -q)
@@ -641,7 +693,7 @@ images() { # node
     tar -C "$bin" -c pause | docker import -c 'ENTRYPOINT ["/pause"]' - sandgym/pause:1 > /dev/null
     docker save sandgym/pause:1 | "${ctr[@]}" images import - > /dev/null
   fi
-  for tag in $(docker images --format '{{.Repository}}:{{.Tag}}' 'sandgym/base'); do
+  for tag in $(docker images --format '{{.Repository}}:{{.Tag}}' 'sandgym/base' | grep -E -- "${SANDGYM_K8S_IMAGES:-.}"); do
     if ! grep -qx "docker.io/$tag" <<< "$have"; then
       log "loading $tag into node $1's containerd"
       docker save "$tag" | "${ctr[@]}" images import - > /dev/null

@@ -2,6 +2,11 @@
 
 - A token bucket (QPS, burst) that every call of a runtime's API client
   passes through, as client-go's rate limiter does.
+- At most INFLIGHT calls sent at once, over as many kept-alive connections:
+  urllib3 keeps 10 per host and opens (then drops) one more for every call
+  beyond, so 1,000 threads creating pods made ~700 TLS connections, and the
+  API server's accept queue overflowed (client-go multiplexes one HTTP/2
+  connection instead).
 - Backoff on the server's "not now" answers: 429 (Too Many Requests, API
   priority and fairness, max in-flight) for any call, and 500/502/503/504
   for calls that do not create (a POST may have landed before its answer
@@ -23,6 +28,8 @@ from collections.abc import Callable
 
 QPS_ENV, BURST_ENV = "SANDGYM_K8S_QPS", "SANDGYM_K8S_BURST"
 RETRIES_ENV = "SANDGYM_K8S_RETRIES"
+INFLIGHT_ENV = "SANDGYM_K8S_INFLIGHT"
+INFLIGHT = 32
 MAX_PODS_ENV = "SANDGYM_K8S_MAX_PODS"
 QUOTA_WAIT_ENV = "SANDGYM_K8S_QUOTA_WAIT_S"
 QPS, BURST, RETRIES = 50.0, 100, 8
@@ -99,20 +106,30 @@ def retry_after(value) -> float | None:
     return min(max(seconds, 0.0), BACKOFF_MAX_S)
 
 
-def limit_client(api_client, limiter: RateLimiter, retries: int) -> None:
-    """Send every REST call of `api_client` through `limiter`, retrying the
+def inflight_setting() -> int:
+    """Calls a runtime's client sends at once (SANDGYM_K8S_INFLIGHT, default INFLIGHT)."""
+    return int(_number(INFLIGHT_ENV, INFLIGHT, 1, "a whole number of calls, at least 1"))
+
+
+def limit_client(api_client, limiter: RateLimiter, retries: int, inflight: int = INFLIGHT) -> None:
+    """Send every REST call of `api_client` through `limiter`, at most
+    `inflight` at once over as many reused connections, retrying the
     server's "not now" answers with backoff. Wraps the client's REST layer,
     under the API methods (which turn a final refusal into ApiException);
     websocket streams do not pass there (they get a client of their own)."""
     rest = api_client.rest_client
     send = rest.request
+    rest.pool_manager.connection_pool_kw["maxsize"] = inflight
+    rest.pool_manager.clear()  # pools made before now keep their size
+    sending = threading.BoundedSemaphore(inflight)
 
     def request(method: str, url: str, *args, **kwargs):
         delay = BACKOFF_START_S
         attempt = 0
         while True:
             limiter.acquire()
-            response = send(method, url, *args, **kwargs)
+            with sending:
+                response = send(method, url, *args, **kwargs)
             allowed = RETRY_CREATE if method == "POST" else RETRY_ANY
             if response.status not in allowed or attempt >= retries:
                 return response

@@ -66,10 +66,27 @@ from .api import (
     pod_stream,
 )
 from .attach import AttachBridge
-from .limits import MAX_PODS_ENV, PodSlots, RateLimiter, limit_client, limit_settings, quota_refusal
+from .limits import (
+    MAX_PODS_ENV,
+    PodSlots,
+    RateLimiter,
+    inflight_setting,
+    limit_client,
+    limit_settings,
+    quota_refusal,
+)
 from .mounts import MountMaps
-from .netpol import EGRESS_LABEL, egress_key, egress_policy
-from .pods import POOL_LABEL, RUN_ID, RUN_LABEL, mounts_tar, network_policy, pod_labels, pod_manifest
+from .netpol import EGRESS_LABEL, egress_key, egress_policy, policy_name
+from .pods import (
+    POOL_LABEL,
+    RUN_ID,
+    RUN_LABEL,
+    mounts_tar,
+    network_policy,
+    owner_label,
+    pod_labels,
+    pod_manifest,
+)
 from .watch import PodWatcher, shared_watcher
 
 READY_TIMEOUT_S = 120.0
@@ -160,7 +177,7 @@ class KubernetesRuntime(Runtime):
         self.image = image or self._pulled(default_image())
         self.kubeconfig = kubeconfig
         self.api_client = load_client(kubeconfig)
-        limit_client(self.api_client, self.limiter, retries)
+        limit_client(self.api_client, self.limiter, retries, inflight_setting())
         client, _ = kubernetes_client()
         self.core = client.CoreV1Api(self.api_client)
         # The client's stream() swaps its ApiClient's request method for a
@@ -180,7 +197,9 @@ class KubernetesRuntime(Runtime):
             drain_timeout_s=120,
         )
         self.mount_maps = MountMaps(self.core, self.namespace)
-        self._egress_made: set[str] = set()  # allowlists whose NetworkPolicy exists
+        # This runtime's egress policies (allowlist key -> name), deleted at close.
+        self._egress_made: dict[str, str] = {}
+        self._egress_tag = uuid.uuid4().hex[:8]
         self.label = "k8s" if isolation == "runc" else f"k8s:{'gvisor' if isolation == 'runsc' else isolation}"
         self.pool_max, self.pool_starters, self.pool_rate = most, starters, rate
         self.pool_lock = threading.Lock()
@@ -277,6 +296,22 @@ class KubernetesRuntime(Runtime):
         for sb in list(self._open):
             sb.close()
         self._deleter.drain()
+        self._drop_egress_policies()
+
+    def _drop_egress_policies(self) -> None:
+        """Delete this runtime's egress policies (its pods are gone); one left
+        (a call that failed, a crash) is `sandgym gc`'s once this process is."""
+        if not self._egress_made:
+            return
+        client, _ = kubernetes_client()
+        networking = client.NetworkingV1Api(self.api_client)
+        for key, name in list(self._egress_made.items()):
+            try:
+                networking.delete_namespaced_network_policy(name, self.namespace, _request_timeout=30)
+            except Exception as e:
+                if getattr(e, "status", None) != 404:
+                    continue
+            self._egress_made.pop(key, None)
 
     def warm(self, spec: SandboxSpec | None = None, n: int = 1) -> None:
         """Keep at least `n` pods of `spec` waiting from now on (the pool's size for it, by config)."""
@@ -424,10 +459,9 @@ class KubernetesRuntime(Runtime):
         if key not in self._egress_made:
             client, _ = kubernetes_client()
             networking = client.NetworkingV1Api(self.api_client)
-            self._create_if_missing(
-                lambda: networking.create_namespaced_network_policy(self.namespace, egress_policy(spec.egress))
-            )
-            self._egress_made.add(key)
+            policy = egress_policy(spec.egress, self._egress_tag, owner_label())
+            self._create_if_missing(lambda: networking.create_namespaced_network_policy(self.namespace, policy))
+            self._egress_made[key] = policy_name(spec.egress, self._egress_tag)
         return key
 
     def _start(self, spec: SandboxSpec, image: str, stocked: bool) -> _Started:

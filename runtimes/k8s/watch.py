@@ -29,6 +29,7 @@ GONE_KEPT = 50000
 
 
 _shared: dict[tuple[str, str, str], PodWatcher] = {}
+READ_MAX_S = 60.0  # the longest pause between a waiter's own reads of its pod
 _shared_lock = threading.Lock()
 
 
@@ -37,11 +38,16 @@ def shared_watcher(kubeconfig: str | None, namespace: str, selector: str) -> Pod
     import os
 
     from .api import load_client
+    from .limits import RateLimiter, inflight_setting, limit_client, limit_settings
 
     key = (kubeconfig or os.environ.get("KUBECONFIG") or "", namespace, selector)
     with _shared_lock:
         if key not in _shared:
-            _shared[key] = PodWatcher(load_client(kubeconfig), namespace, selector)
+            # Its reads (below) are calls like any other: limited, on reused connections.
+            api_client = load_client(kubeconfig)
+            qps, burst, retries, _, _ = limit_settings()
+            limit_client(api_client, RateLimiter(qps, burst), retries, inflight_setting())
+            _shared[key] = PodWatcher(api_client, namespace, selector)
         return _shared[key]
 
 
@@ -128,9 +134,12 @@ class PodWatcher:
         """Block until check(pod) is True (returns the pod) or a string (a problem:
         returned as is), the pod is gone ("gone") or `timeout` passes (None).
         When the watch has said nothing of the pod for a while, one read
-        checks that no event was lost (the watch reconnecting)."""
+        checks that no event was lost (the watch reconnecting); the pause
+        between such reads doubles (5 s to READ_MAX_S), or 1,000 waiters
+        would each poll every 5 s (200 reads a second at 10,000 pods)."""
         deadline = time.monotonic() + timeout
         last_read = time.monotonic()
+        pause = 5.0
         with self._cond:
             while True:
                 pod = self._pods.get(name)
@@ -143,8 +152,9 @@ class PodWatcher:
                 now = time.monotonic()
                 if now >= deadline:
                     return None
-                if now - last_read > 5.0 or (not self._synced and now - last_read > 1.0):
+                if now - last_read > pause or (not self._synced and now - last_read > 1.0):
                     last_read = now
+                    pause = min(pause * 2, READ_MAX_S)
                     self._cond.release()
                     try:
                         fresh = self.core.read_namespaced_pod(name, self.namespace, _request_timeout=10)

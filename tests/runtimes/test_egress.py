@@ -26,9 +26,12 @@ def test_bad_hosts_and_ports_are_named():
 
 def test_policy_lets_exactly_the_allowlist_through():
     rules = (Egress(host="10.254.0.7", ports=(8080,)), Egress(host="10.9.0.0/16", ports=(53,), protocol="UDP"))
-    policy = egress_policy(rules)
+    policy = egress_policy(rules, "abcd1234", "host-42")
     key = egress_key(rules)
     assert key == egress_key(tuple(reversed(rules)))  # any order, one policy
+    # The runtime's own (its tag in the name), with the owner label gc reads.
+    assert policy["metadata"]["name"] == f"sandgym-egress-{key}-abcd1234"
+    assert policy["metadata"]["labels"] == {EGRESS_LABEL: key, "sandgym.owner": "host-42"}
     assert key != egress_key(rules[:1])
     spec = policy["spec"]
     assert spec["podSelector"] == {"matchLabels": {EGRESS_LABEL: key}}

