@@ -49,7 +49,9 @@ def collect(include_live: bool = False, owner: int | None = None) -> list[Leaks]
             import ray  # noqa: F401
         except ImportError:
             if named:
-                raise RuntimeUnavailable("RAY_ADDRESS is set but Ray is not installed: pip install 'sandgym[ray]'")
+                raise RuntimeUnavailable(
+                    "RAY_ADDRESS is set but Ray is not installed: pip install 'sandgym[ray]'"
+                ) from None
             clusters = set()
     for address in sorted(clusters):
         try:
