@@ -20,7 +20,6 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-RAY=${RAY:-$root/.venv/bin/ray}
 PY=${PY:-$root/.venv/bin/python}
 STATE=${SANDGYM_RAY_STATE:-/tmp/sgray-$(id -u)}
 PORT=${SANDGYM_RAY_PORT:-16380}
@@ -48,9 +47,17 @@ ports() {
     "--dashboard-agent-listen-port=$((base + 5)) --min-worker-port=$((base + 10)) --max-worker-port=$((base + 99))"
 }
 
+# Each node is `ray start` through scripts/ray_node.py, which waits up to
+# 240 s (not Ray's hard-coded 30) for the raylet to register: on a busy
+# machine its dashboard agent alone takes longer to start. The head waits
+# as long for its GCS's port.
+# A raylet also gives its agents a bounded time to come up (it ended itself
+# with a failed check after 16 s of agent start-up at load 26).
+export RAY_gcs_server_port_wait_time_s=240 RAY_agent_register_timeout_ms=240000
+
 start_node() {  # name, args...: a node in its own process group, its pid in STATE/name.pid
   local name=$1; shift
-  setsid "$RAY" start --block --disable-usage-stats --node-ip-address="$IP" "$@" \
+  setsid "$PY" "$root/scripts/ray_node.py" start --block --disable-usage-stats --node-ip-address="$IP" "$@" \
     >"$STATE/$name.log" 2>&1 < /dev/null &
   echo $! >"$STATE/$name.pid"
 }
@@ -100,8 +107,7 @@ while True:
 PY
 }
 
-# name, count, args...: start a node and wait for it; again when its start
-# timed out (Ray gives a raylet 30 s to register, too few on a busy machine).
+# name, count, args...: start a node and wait for it; again when its start failed.
 start_and_wait() {
   local name=$1 count=$2 try rc; shift 2
   for try in 1 2 3; do
@@ -109,8 +115,9 @@ start_and_wait() {
     rc=0; wait_nodes "$count" "$STATE/$name.pid" || rc=$?
     [[ $rc -eq 0 ]] && return 0
     kill_node "$name"
+    mv "$STATE/$name.log" "$STATE/$name.try$try.log"  # kept: why it failed
     [[ $rc -eq 3 ]] || return "$rc"
-    echo "ray-cluster: $name did not start in time (try $try; see $STATE/$name.log)" >&2
+    echo "ray-cluster: $name did not start (try $try; see $STATE/$name.try$try.log)" >&2
   done
   return 1
 }

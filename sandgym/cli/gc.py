@@ -21,13 +21,17 @@ def gc_cmd(
     half-written), and (when the Docker Engine is there) sandbox containers
     whose owner died or whose expiry passed; likewise sandbox pods on the
     Kubernetes cluster KUBECONFIG names (namespace: SANDGYM_K8S_NAMESPACE).
+    On the Ray clusters RAY_ADDRESS and the written-down runner addresses
+    name: the warm runners no run holds (`--all`: every one; `--owner`:
+    those that process claimed last) and the addresses that no longer hold.
     """
     from ..runtimes import RuntimeUnavailable, SandboxError
     from ..runtimes.backends import collectors, load
 
     # One collector per backend (the backend table) plus the shared one:
     # each says what it removed, one line per collector.
-    for label, target in collectors():
+    # The Ray runners first: the sandboxes of one that cannot close its envs are then orphans, collected below.
+    for label, target in [("ray", "sandgym.cluster.leaks:collect"), *collectors()]:
         try:
             found = load(target)(include_live=all_, owner=owner)
         except RuntimeUnavailable as e:

@@ -46,16 +46,19 @@ RELEASE_S = 10.0
 CACHE_ENV = "SANDGYM_RAY_RUNNERS"  # the folder of the addresses written down (tests give their own)
 
 
-def cache_file(address: str) -> Path:
+def cache_dir() -> Path:
     default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sandgym" / "ray-runners"
-    base = Path(os.environ.get(CACHE_ENV) or default)
-    return base / ("".join(c if c.isalnum() or c in ".-" else "_" for c in address) + ".json")
+    return Path(os.environ.get(CACHE_ENV) or default)
+
+
+def cache_file(address: str) -> Path:
+    return cache_dir() / ("".join(c if c.isalnum() or c in ".-" else "_" for c in address) + ".json")
 
 
 def remember(address: str, runners: list[Runner]) -> None:
     """Where `runners` listen, for the next eval on `address` (nothing when one has no RPC)."""
     path = cache_file(address)
-    entries = [{"node": r.node, "rpc": r.rpc} for r in runners]
+    entries = [{"node": r.node, "rpc": r.rpc, "cluster": address} for r in runners]  # cluster: for `sandgym gc`
     try:
         if not entries or not all(r.rpc for r in runners):
             path.unlink(missing_ok=True)
@@ -69,8 +72,13 @@ def remember(address: str, runners: list[Runner]) -> None:
 
 
 def recall(address: str) -> list[dict[str, str]]:
+    return read_entries(cache_file(address))
+
+
+def read_entries(path: Path) -> list[dict[str, str]]:
+    """The runners written down in `path` ([] when it is missing or not of that shape)."""
     try:
-        entries = json.loads(cache_file(address).read_text())
+        entries = json.loads(path.read_text())
     except (OSError, ValueError):
         return []
     ok = isinstance(entries, list) and all(isinstance(e, dict) and {"node", "rpc"} <= e.keys() for e in entries)

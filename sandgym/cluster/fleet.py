@@ -35,6 +35,7 @@ from sandgym.records import EpisodeRecord
 from .plan import RunPlan
 
 NAMESPACE = "sandgym"  # the Ray namespace of the named runners
+RUNNER_PREFIX = "sandgym-runner-"  # their names' start (`runner_name`)
 DEFAULT_IDLE_S = 600.0  # an unclaimed runner ends itself after this long (sandgym eval --ray-idle)
 MAX_RUNNERS_PER_NODE = 16  # runs at once on one node, each on a runner of its own
 RENEW_S = 15.0  # how often a run tells its runners it is alive (runner.LEASE_S is the limit)
@@ -106,7 +107,7 @@ def runner_name(node: str, index: int) -> str:
     keeps a runner of other code from being claimed."""
     from sandgym import __version__
 
-    return f"sandgym-runner-{__version__}-{node[:16]}-{index}"
+    return f"{RUNNER_PREFIX}{__version__}-{node[:16]}-{index}"
 
 
 def split_seats(cpus: dict[str, float], total: int) -> dict[str, int]:

@@ -101,6 +101,7 @@ class NodeRunner:
         self.plan: RunPlan | None = None
         self.key = ""  # env_key of the seats' envs
         self.claims = 0  # how many runs claimed this runner
+        self.driver = ""  # HOST:PID of the last run that claimed it (plan.driver), kept after its release
         self.in_flight = 0
         self.touched = time.monotonic()
         self.playing: dict[str, Any] = {}  # job key -> its Episode, while it plays
@@ -160,6 +161,7 @@ class NodeRunner:
         )
         with self.lock:
             self.plan = plan
+            self.driver = plan.driver
             self.player = EpisodePlayer(identity, plan.episode_retries, plan.retry_backoff_s)
             self.playing.clear()
             self.aborted.clear()
@@ -319,11 +321,32 @@ class NodeRunner:
                 pass
         self.runtimes.clear()
 
+    async def end(self, include_claimed: bool = False, driver: str | None = None) -> dict[str, str] | None:
+        """`sandgym gc`: end this runner now (its envs closed, then the actor
+        killed) when no run holds it; `include_claimed`: even when one does;
+        `driver`: only when that process (HOST:PID) made its last claim, held
+        or not. Its RPC address when it is ending, else None. The decision is
+        taken under the lock, so a run cannot claim it in between."""
+        with self.lock:
+            if driver is not None and self.driver != driver:
+                return None
+            if (self.claim_id or self.in_flight) and not include_claimed and driver is None:
+                return None
+            self.ending = True  # no claim from here on
+            self.claim_id = ""
+            playing = list(self.playing.values())
+        for ep in playing:  # their seats come free for the envs to be closed
+            ep.abort("its runner was ended by sandgym gc")
+        threading.Thread(target=self._end, name="sandgym-runner-end", daemon=True).start()
+        return {"rpc": self.rpc_address}
+
     def _watch(self) -> None:
         """Lapse a claim whose driver is gone; end the runner once idle for `idle_s`."""
         while True:
             time.sleep(WATCH_S)
             with self.lock:
+                if self.ending:  # closed, or ended by `sandgym gc`: that ends it
+                    return
                 quiet = time.monotonic() - self.touched
                 if self.claim_id and not self.held and self.in_flight == 0 and quiet > LEASE_S:
                     self._unclaim()

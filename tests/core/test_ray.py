@@ -364,6 +364,57 @@ def test_the_docker_runtime_from_the_nodes(ray_cluster: Cluster, tmp_path: Path)
     assert [(r.outcome, r.runtime["backend"]) for r in records] == [("passed", "docker")] * 2
 
 
+def test_gc_ends_the_runners_runs_left_and_their_stale_addresses(ray_cluster: Cluster, tmp_path: Path) -> None:
+    import ray
+
+    from sandgym.cluster.direct import cache_file, recall
+    from sandgym.rollouts import RolloutPool
+
+    env = {**os.environ, **ray_cluster.auth, "RAY_ADDRESS": ray_cluster.address}
+    # Without --owner, the CLI's other collectors would also take what this machine's other
+    # test runs left, so those calls run the Ray collector alone, as the CLI prints it.
+    alone = (
+        "from sandgym.cluster.leaks import collect\n"
+        "for k in collect():\n    print(f'ray: {k.verb} {len(k.items)} {k.kind}(s)')"
+    )
+
+    def gc(*args: str) -> str:
+        cmd = ["-m", "sandgym", "gc", *args] if args else ["-c", alone]
+        done = subprocess.run([sys.executable, *cmd], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    ray_cluster.run("stop-runners")
+    gone = cache_file("127.0.0.2:9")  # written down by an eval on a cluster that is down since
+    gone.parent.mkdir(parents=True, exist_ok=True)
+    gone.write_text(json.dumps([{"node": "n", "rpc": "127.0.0.2:9", "cluster": "127.0.0.2:9"}]))
+    pool = RolloutPool(policy="oracle", concurrency=2, address=ray_cluster.address)
+    try:
+        held = ray_cluster.runners()
+        assert len(held) == WORKERS
+        # An eval killed mid-run, on runners of its own (the pool holds the first ones); its claim has not lapsed.
+        run = ray_eval(tmp_path, ray_cluster, tmp_path / "run", "--policy", "oracle", "-j", "2")
+        path = tmp_path / "run" / "trajectories.jsonl"
+        wait_for(lambda: path.exists() and path.read_bytes().count(b"\n") >= 2, "two records")
+        run.signal(signal.SIGKILL)
+        run.wait()
+        theirs = sorted(set(ray_cluster.runners()) - set(held))
+        assert len(theirs) == WORKERS and len(recall(ray_cluster.address)) == WORKERS
+        out = gc("--owner", "1")  # a process that claimed none
+        assert "ray: ended 0 Ray runner(s)" in out and "ray: removed 1 runner address file(s)" in out, out
+        assert not gone.exists() and sorted(ray_cluster.runners()) == sorted(held + theirs)
+        out = gc("--owner", str(run.pid))
+        assert f"ray: ended {WORKERS} Ray runner(s)" in out and "ray: removed 1 runner address file(s)" in out, out
+        assert ray_cluster.runners() == held and recall(ray_cluster.address) == []
+        assert "ray: ended 0 Ray runner(s)" in gc()  # the pool's, claimed by a live run
+        assert [r.outcome for r in pool.play(["basic/roman-to-int"])] == ["passed"]
+    finally:
+        pool.close()
+        ray.shutdown()
+    assert f"ray: ended {WORKERS} Ray runner(s)" in gc()  # released: warm and unclaimed
+    assert ray_cluster.runners() == []
+
+
 @pytest.mark.parametrize("reach", ["ray", "direct"])
 def test_a_worker_node_killed_mid_run(ray_cluster: Cluster, humaneval: Path, tmp_path: Path, reach: str) -> None:
     """It kills a node, then brings the cluster back whole (the node back, as a new node).
