@@ -1,12 +1,15 @@
 """Stdio tasks of the code family (kind: stdio, CodeContests / APPS style):
 the spec rules, reading a program and its language out of an action, and
-real verification in sandboxes of the `polyglot` image: every bundled
-task's reference solutions pass in every language they are written in, a
+real verification in sandboxes of the `polyglot` image: the bundled tasks'
+reference solutions pass in every language they are written in (a sample;
+the whole set with SANDGYM_SLOW=1), a
 wrong answer fails, a program out of time is a timeout (never a wrong
 answer), a compile error fails; the env and the trainer reward judge the
 same way."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from pydantic import ValidationError
@@ -106,7 +109,10 @@ def test_outputs_compare_up_to_trailing_whitespace():
 
 @pytest.mark.sandbox
 def test_every_reference_solution_passes_and_an_empty_program_does_not(tasks, runtime):
-    for t in tasks.tasks:
+    # Every fourth task in CI (CI time; each task's references span every language of the set);
+    # the whole set with SANDGYM_SLOW=1.
+    whole = os.environ.get("SANDGYM_SLOW") == "1"
+    for t in tasks.tasks if whole else tasks.tasks[::4]:
         assert validate_task(CodeTaskPair.of(t), runtime) == [], t.id
 
 

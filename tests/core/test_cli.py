@@ -688,7 +688,7 @@ def test_validate_plays_oracle_and_null_episodes_for_other_families(tmp_path):
     task = SWETaskPair.of(TaskSet.load(root).get(data["id"]))
     data["patch"] = task.visible.base_patch  # re-injects the bug: not a fix
     hidden.write_text(yaml.safe_dump(data))
-    result = runner.invoke(app, ["tasks", "validate", str(root), "--concurrency", "1"])
+    result = runner.invoke(app, ["tasks", "validate", str(root), "--task-id", data["id"], "--concurrency", "1"])
     assert result.exit_code == 1
     assert data["id"] in result.stdout and "oracle policy scored" in result.stdout
 
