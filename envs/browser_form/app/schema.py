@@ -121,3 +121,20 @@ def build_database(path: str | Path, seed: dict[str, list[dict[str, Any]]] | Non
         con.commit()
     finally:
         con.close()
+
+
+def write_generated(path: str | Path, schema: str, tables: dict[str, list[tuple[Any, ...]]]) -> None:
+    """Create a generated app's database (shopdata, trackerdata) at `path`: `schema`, then
+    each table's rows in column order. A new file the caller renames into place."""
+    con = sqlite3.connect(path)
+    try:
+        con.execute("PRAGMA synchronous = OFF")  # a new file put in place whole: no fsync per statement
+        con.execute("PRAGMA journal_mode = MEMORY")
+        con.executescript(schema)
+        for table, rows in tables.items():
+            marks = ", ".join("?" for _ in rows[0])
+            con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        con.commit()
+        con.execute("VACUUM")
+    finally:
+        con.close()

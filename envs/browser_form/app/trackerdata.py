@@ -9,9 +9,10 @@ the host, the task generator and the tests import it too.
 from __future__ import annotations
 
 import random
-import sqlite3
 from datetime import datetime, timedelta
 from pathlib import Path
+
+from .schema import write_generated
 
 SCHEMA = """
 CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT UNIQUE NOT NULL, password TEXT NOT NULL,
@@ -208,15 +209,4 @@ def generate(seed: int = DEFAULT_SEED) -> dict[str, list[tuple]]:
 
 def build_database(path: str | Path, seed: int = DEFAULT_SEED) -> None:
     """Create the tracker's database at `path` from `seed` (a new file; the caller renames it into place)."""
-    con = sqlite3.connect(path)
-    try:
-        con.execute("PRAGMA synchronous = OFF")  # a new file put in place whole: no fsync per statement
-        con.execute("PRAGMA journal_mode = MEMORY")
-        con.executescript(SCHEMA)
-        for table, rows in generate(seed).items():
-            marks = ", ".join("?" for _ in rows[0])
-            con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
-        con.commit()
-        con.execute("VACUUM")
-    finally:
-        con.close()
+    write_generated(path, SCHEMA, generate(seed))
