@@ -10,13 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 import threading
 
 import pytest
 
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.outcomes import Outcome
+
+from .episodes import check_oracle_and_null, db_state, play, template_digest
 
 pytestmark = pytest.mark.chromium
 
@@ -41,36 +42,6 @@ def sample(env) -> list[str]:
         kind = re.sub(r"-([A-Z]{3}-[0-9]{5}|[a-z0-9]+)$", "", tid.split("/", 1)[1])
         kinds.setdefault(kind, tid)
     return sorted(kinds.values())
-
-
-def play(env, task_id: str, actions: list[str]):
-    env.reset(options={"task_id": task_id})
-    for a in actions:
-        obs, reward, terminated, truncated, info = env.step(a)
-        if terminated or truncated:
-            return obs, reward, info
-    raise AssertionError(f"{task_id}: the actions did not end the episode")
-
-
-def db_state(env, sql: str, *args):
-    con = sqlite3.connect(f"file:{env.session.state_dir / 'app.sqlite'}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
-
-def template_digest(env) -> str:
-    snaps = list(env._snapshots.glob("shop-*.sqlite"))
-    assert len(snaps) == 1
-    return hashlib.sha256(snaps[0].read_bytes()).hexdigest()
-
-
-def check_oracle_and_null(env, task_id: str) -> None:
-    obs, reward, info = play(env, task_id, list(env.task_set.get(task_id).hidden.oracle))
-    assert info["outcome"] == "passed" and reward == 1.0, (task_id, env.last_verdict.detail, obs["feedback"][-1500:])
-    _, reward, info = play(env, task_id, env.null_actions())
-    assert info["outcome"] == "failed" and reward == 0.0 and info["reward_valid"], task_id
 
 
 def test_oracle_passes_and_null_fails_on_a_sample(env):
@@ -196,7 +167,7 @@ def test_the_page_cannot_reach_the_back_office_without_signing_in(env):
 def test_a_customer_page_cannot_use_admin_routes(env):
     task_id = ids_like(env, "buy-")[0]
     env.reset(options={"task_id": task_id})  # signed in as alice, a customer
-    digest = template_digest(env)
+    digest = template_digest(env, "shop")
     before = db_state(env, "SELECT id, status, cancel_reason FROM orders ORDER BY id")
     statuses = env.session.evaluate(
         """async () => {
@@ -210,7 +181,7 @@ def test_a_customer_page_cannot_use_admin_routes(env):
     assert statuses == [403, 403, 403]
     assert db_state(env, "SELECT id, status, cancel_reason FROM orders ORDER BY id") == before
     assert db_state(env, "SELECT COUNT(*) FROM coupons WHERE code = 'FREE90'") == [(0,)]
-    assert template_digest(env) == digest  # the template outside the sandbox is untouched
+    assert template_digest(env, "shop") == digest  # the template outside the sandbox is untouched
 
 
 def test_the_family_red_team_gets_nothing_through_on_the_shop(env):

@@ -11,6 +11,8 @@ import pytest
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.envs.browser_form.shop_upload_tasks import IMAGE_INPUT
 
+from .episodes import play
+
 pytestmark = pytest.mark.chromium
 
 
@@ -19,15 +21,6 @@ def env():
     e = BrowserFormEnv(tasks="shop-files-v1")
     yield e
     e.close()
-
-
-def play(env, task_id: str, actions: list[str]):
-    env.reset(options={"task_id": task_id})
-    for a in actions:
-        obs, reward, terminated, truncated, info = env.step(a)
-        if terminated or truncated:
-            return obs, reward, info
-    raise AssertionError(f"{task_id}: the actions did not end the episode")
 
 
 def images(env) -> list[tuple]:

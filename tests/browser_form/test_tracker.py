@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sqlite3
 import threading
 
 import pytest
@@ -20,6 +19,8 @@ from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.envs.browser_form.redteam import ATTACKS, SandgymTarget
 from sandgym.specs.base import bundled_dir
 from sandgym.specs.browser_form import BrowserTaskPair
+
+from .episodes import check_oracle_and_null, db_state, template_digest
 
 pytestmark = pytest.mark.chromium
 
@@ -49,35 +50,6 @@ def sample(env) -> list[str]:
         t = env.task_set.get(tid)
         chosen.setdefault((t.visible.level, t.hidden.answer is None), tid)
     return sorted(chosen.values())
-
-
-def play(env, task_id: str, actions: list[str]):
-    env.reset(options={"task_id": task_id})
-    for a in actions:
-        obs, reward, terminated, truncated, info = env.step(a)
-        if terminated or truncated:
-            return obs, reward, info
-    raise AssertionError(f"{task_id}: the actions did not end the episode")
-
-
-def db_state(env, sql: str, *args):
-    con = sqlite3.connect(f"file:{env.session.state_dir / 'app.sqlite'}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
-
-def template_digest(env) -> str:
-    (snap,) = env._snapshots.glob("tracker-*.sqlite")
-    return hashlib.sha256(snap.read_bytes()).hexdigest()
-
-
-def check_oracle_and_null(env, task_id: str) -> None:
-    obs, reward, info = play(env, task_id, list(env.task_set.get(task_id).hidden.oracle))
-    assert info["outcome"] == "passed" and reward == 1.0, (task_id, env.last_verdict.detail, obs["feedback"][-1500:])
-    _, reward, info = play(env, task_id, env.null_actions())
-    assert info["outcome"] == "failed" and reward == 0.0 and info["reward_valid"], task_id
 
 
 def test_oracle_passes_and_null_fails_on_a_sample(env):
@@ -184,7 +156,7 @@ def test_a_reporters_page_cannot_use_manager_or_developer_routes(env):
     request is refused and no row changes; signed out (no cookie sent), it is sent to sign in."""
     task_id = ids_like(env, "comment-")[0]  # riley, a reporter in every project
     env.reset(options={"task_id": task_id})
-    digest = template_digest(env)
+    digest = template_digest(env, "tracker")
     target = env.task.visible.start_path
     before = db_state(env, "SELECT * FROM issues ORDER BY id")
     members = db_state(env, "SELECT * FROM members ORDER BY project_id, user_id")
@@ -206,7 +178,7 @@ def test_a_reporters_page_cannot_use_manager_or_developer_routes(env):
     assert all(r[1] == 200 and r[2] == "/login" for r in result[4:]), result
     assert db_state(env, "SELECT * FROM issues ORDER BY id") == before
     assert db_state(env, "SELECT * FROM members ORDER BY project_id, user_id") == members
-    assert template_digest(env) == digest  # the template outside the sandbox is untouched
+    assert template_digest(env, "tracker") == digest  # the template outside the sandbox is untouched
 
 
 def test_the_database_is_out_of_the_pages_reach(env):
