@@ -110,6 +110,8 @@ def end_runners(address: str, include_claimed: bool, driver: str | None) -> list
                     ray.kill(handle, no_restart=True)
             if answer is not None:
                 ended[name] = answer["rpc"]
+                if ref is not None:
+                    _taken(handle)
         deadline = time.monotonic() + GONE_S
         while set(ended) & set(runner_names()) and time.monotonic() < deadline:
             time.sleep(0.5)
@@ -121,6 +123,15 @@ def end_runners(address: str, include_claimed: bool, driver: str | None) -> list
         return sorted(ended.items())
     finally:
         ray.shutdown()
+
+
+def _taken(handle: Any) -> None:
+    """Tell a runner that `end` ended that its answer arrived: it kills itself only then, lest the
+    answer be lost with it (and the runner not counted, as one that ended on its own)."""
+    try:
+        handle.answer_taken.remote()
+    except AttributeError:  # a runner of an older sandgym does not wait for it
+        pass
 
 
 def runner_names() -> list[str]:

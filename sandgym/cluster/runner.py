@@ -47,6 +47,7 @@ from .plan import RunPlan
 
 LEASE_S = 60.0  # a claim with no play in flight and no call for this long lapses (its driver is gone)
 WATCH_S = 1.0  # how often the runner checks its lease and its idle time
+TAKEN_S = 90.0  # the longest a runner ended by `sandgym gc` waits for it to take the answer (a gc killed meanwhile)
 
 
 class StaleClaim(RuntimeError):
@@ -108,6 +109,7 @@ class NodeRunner:
         self.aborted: dict[str, str] = {}  # job key -> why, for an abort that came before its play
         self.lock = threading.Lock()
         self.ending = False
+        self.taken = threading.Event()  # `sandgym gc` has the answer of `end` (`answer_taken`)
         self.held = False  # the claim is held by a connection of `runner_rpc` (not leased by time)
         self.rpc_address = ""  # HOST:PORT of its own RPC (warm runners on a cluster with a token)
         if idle_s > 0:
@@ -323,10 +325,11 @@ class NodeRunner:
 
     async def end(self, include_claimed: bool = False, driver: str | None = None) -> dict[str, str] | None:
         """`sandgym gc`: end this runner now (its envs closed, then the actor
-        killed) when no run holds it; `include_claimed`: even when one does;
-        `driver`: only when that process (HOST:PID) made its last claim, held
-        or not. Its RPC address when it is ending, else None. The decision is
-        taken under the lock, so a run cannot claim it in between."""
+        killed once gc has the answer: `answer_taken`) when no run holds it;
+        `include_claimed`: even when one does; `driver`: only when that
+        process (HOST:PID) made its last claim, held or not. Its RPC address
+        when it is ending, else None. The decision is taken under the lock,
+        so a run cannot claim it in between."""
         with self.lock:
             if driver is not None and self.driver != driver:
                 return None
@@ -337,8 +340,14 @@ class NodeRunner:
             playing = list(self.playing.values())
         for ep in playing:  # their seats come free for the envs to be closed
             ep.abort("its runner was ended by sandgym gc")
-        threading.Thread(target=self._end, name="sandgym-runner-end", daemon=True).start()
+        # It kills itself once gc has this answer: killed before the reply is out, gc would get
+        # "the actor died" instead, as from a runner that ended on its own, and not count it.
+        threading.Thread(target=self._end, args=(self.taken,), name="sandgym-runner-end", daemon=True).start()
         return {"rpc": self.rpc_address}
+
+    async def answer_taken(self) -> None:
+        """`sandgym gc` has the answer of `end`: the runner may go."""
+        self.taken.set()
 
     def _watch(self) -> None:
         """Lapse a claim whose driver is gone; end the runner once idle for `idle_s`."""
@@ -357,7 +366,8 @@ class NodeRunner:
             self._end()
             return
 
-    def _end(self) -> None:
+    def _end(self, taken: threading.Event | None = None) -> None:
+        """Close the envs and runtimes, then kill the actor (`taken`: once `end`'s answer is with its caller)."""
         import ray
 
         from sandgym.harness.episode import drop_env
@@ -370,4 +380,6 @@ class NodeRunner:
             except Exception:  # a broken env must not keep the runner alive
                 pass
         self._close_all()
+        if taken is not None:
+            taken.wait(TAKEN_S)  # no word (that gc was killed): it goes all the same
         ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
