@@ -1,5 +1,5 @@
 """Helpers the generated apps' tests share (shop, shop-files, tracker): play
-an episode's actions, check a task's oracle and null, read the app's
+an episode's actions, pick a sample, check a task's oracle and null, read the app's
 database, digest its template."""
 
 from __future__ import annotations
@@ -16,6 +16,15 @@ def play(env, task_id: str, actions: list[str]):
         if terminated or truncated:
             return obs, reward, info
     raise AssertionError(f"{task_id}: the actions did not end the episode")
+
+
+def level_sample(env) -> list[str]:
+    """One task per level and kind (state or answer): the first id of each."""
+    chosen: dict[tuple, str] = {}
+    for tid in sorted(env.task_set.ids):
+        t = env.task_set.get(tid)
+        chosen.setdefault((t.visible.level, t.hidden.answer is None), tid)
+    return sorted(chosen.values())
 
 
 def check_oracle_and_null(env, task_id: str) -> None:

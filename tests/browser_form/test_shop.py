@@ -1,8 +1,8 @@
 """The shop app (shop-v1) in the real Chromium in a real bubblewrap sandbox.
 
 One env is shared by the module; the isolation test makes a second. The
-whole set's oracle and null run with the `slow` marker; a sample (one task
-per template kind) by default.
+whole set's oracle and null (and one task per template) run with the `slow`
+marker; a sample (one task per level and kind) by default.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.outcomes import Outcome
 
-from .episodes import check_oracle_and_null, db_state, play, template_digest
+from .episodes import check_oracle_and_null, db_state, level_sample, play, template_digest
 
 pytestmark = pytest.mark.chromium
 
@@ -45,6 +45,14 @@ def sample(env) -> list[str]:
 
 
 def test_oracle_passes_and_null_fails_on_a_sample(env):
+    chosen = level_sample(env)
+    assert len(chosen) == 6, chosen  # 3 levels x 2 kinds
+    for task_id in chosen:
+        check_oracle_and_null(env, task_id)
+
+
+@pytest.mark.slow
+def test_oracle_passes_and_null_fails_on_every_template(env):
     chosen = sample(env)
     assert len(chosen) == 15
     for task_id in chosen:

@@ -1,7 +1,7 @@
 """The issue tracker (tracker-v1) in the real Chromium in a real bubblewrap sandbox.
 
 As test_shop.py: one env shared by the module, a second for the isolation
-test; a sample (one task per template kind) by default, the whole set's
+test; a sample (one task per level and kind) by default, the whole set's
 oracle and null with the `slow` marker.
 """
 
@@ -20,7 +20,7 @@ from sandgym.envs.browser_form.redteam import ATTACKS, SandgymTarget
 from sandgym.specs.base import bundled_dir
 from sandgym.specs.browser_form import BrowserTaskPair
 
-from .episodes import check_oracle_and_null, db_state, template_digest
+from .episodes import check_oracle_and_null, db_state, level_sample, template_digest
 
 pytestmark = pytest.mark.chromium
 
@@ -43,17 +43,8 @@ def kind(task_id: str) -> str:
     return re.sub(r"-([A-Z]{3}-[0-9]+|[A-Z]{3}(-[0-9]+)?|[a-z]{3}[0-9])$", "", task_id.split("/", 1)[1])
 
 
-def sample(env) -> list[str]:
-    """One task per level and kind (state or answer): the first id of the first template of each."""
-    chosen: dict[tuple, str] = {}
-    for tid in sorted(env.task_set.ids):
-        t = env.task_set.get(tid)
-        chosen.setdefault((t.visible.level, t.hidden.answer is None), tid)
-    return sorted(chosen.values())
-
-
 def test_oracle_passes_and_null_fails_on_a_sample(env):
-    chosen = sample(env)
+    chosen = level_sample(env)
     assert len(chosen) == 6, chosen  # 3 levels x 2 kinds
     for task_id in chosen:
         check_oracle_and_null(env, task_id)

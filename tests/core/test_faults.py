@@ -72,7 +72,8 @@ def clean(tmp_path_factory):
 # -- SIGKILL and SIGINT ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [7, 23])
+# A second seed with SANDGYM_SLOW=1 (CI time).
+@pytest.mark.parametrize("seed", [7, pytest.param(23, marks=pytest.mark.slow)])
 def test_sigkill_at_random_points_then_resume_matches_a_clean_run(clean, tmp_path, seed):
     replay, expected = clean
     rng = random.Random(seed)
