@@ -11,18 +11,15 @@ roles and accessible names, as a person reads the page.
 
 from __future__ import annotations
 
-import random
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from sandgym.specs import TaskSet
 from sandgym.specs.base import TaskSetMeta
-from sandgym.specs.browser_form import BrowserHidden, BrowserTask, BrowserTaskPair
 
 from .app import shopdata
+from .app_tasks import Maker, make_set
 
 SHIP = ("Alice Liddell", "1 Rabbit Hole Lane", "Oxford", "OX1 4AU")
 NEW_ORDER = shopdata.ORDERS + 1  # the id the first order placed in an episode gets
@@ -35,46 +32,6 @@ def money(cents: int) -> str:
 def q(text: str) -> str:
     """A string literal of the action grammar."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-class Maker:
-    def __init__(self, con: sqlite3.Connection, seed: int):
-        self.con, self.rng = con, random.Random(seed * 7919 + 1)
-        self.pairs: list[BrowserTaskPair] = []
-
-    def rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        return self.con.execute(sql, args).fetchall()
-
-    def add(
-        self,
-        tid: str,
-        level: int,
-        goal: str,
-        oracle: list[str],
-        *,
-        start: str = "/",
-        login: str | None = None,
-        checks: list[dict] | None = None,
-        forbidden: list[dict] | None = None,
-        answer: list[str] | None = None,
-    ) -> None:
-        tid = f"shop/{tid}"
-        visible = BrowserTask(
-            id=tid,
-            title=goal[:60],
-            goal=goal,
-            start_path=start,
-            login_as=login,
-            app="shop",
-            level=level,
-            max_steps=max(20, 2 * len(oracle) + 6),
-        )
-        hidden = BrowserHidden(id=tid, checks=checks or [], forbidden=forbidden or [], oracle=oracle, answer=answer)
-        self.pairs.append(BrowserTaskPair(visible=visible, hidden=hidden))
-
-    def pick(self, sql: str, n: int, *args: Any) -> list[sqlite3.Row]:
-        rows = self.rows(sql, *args)
-        return self.rng.sample(rows, min(n, len(rows)))
 
 
 def product_tasks(m: Maker) -> None:
@@ -487,25 +444,13 @@ def order_tasks(m: Maker) -> None:
 
 
 def make_task_set(seed: int = shopdata.DEFAULT_SEED) -> TaskSet:
-    with tempfile.TemporaryDirectory(prefix="shop-tasks-") as tmp:
-        path = Path(tmp) / "shop.sqlite"
-        shopdata.build_database(path, seed)
-        con = sqlite3.connect(path)
-        con.row_factory = sqlite3.Row
-        try:
-            m = Maker(con, seed)
-            product_tasks(m)
-            customer_tasks(m)
-            order_tasks(m)
-        finally:
-            con.close()
     meta = TaskSetMeta(
         name="shop-v1",
         family="browser_form",
         description="An online shop and its admin back office (generated data: 1,500 products, 2,000 customers, "
         "5,000 orders): searching, filtering, buying, restocking, cancelling, answering questions; three levels.",
     )
-    return TaskSet(meta, m.pairs)
+    return make_set(shopdata, meta, seed, 1, [product_tasks, customer_tasks, order_tasks])
 
 
 if __name__ == "__main__":  # pragma: no cover - the bundled set's maker

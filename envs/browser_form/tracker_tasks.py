@@ -9,19 +9,17 @@ name what to achieve, and the oracles act through roles and accessible names.
 
 from __future__ import annotations
 
-import random
 import sqlite3
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from sandgym.specs import TaskSet
 from sandgym.specs.base import TaskSetMeta
-from sandgym.specs.browser_form import BrowserHidden, BrowserTask, BrowserTaskPair
 
 from .app import trackerdata
 from .app.trackerapp import PRIORITIES, RESOLUTIONS, STATUSES
+from .app_tasks import Maker, make_set
 from .shop_tasks import q
 
 NEW_ISSUE = trackerdata.ISSUES + 1  # the id the first issue filed in an episode gets
@@ -35,48 +33,6 @@ ISSUE = (
 
 def ref(row: sqlite3.Row) -> str:
     return f"{row['key']}-{row['number']}"
-
-
-class Maker:
-    def __init__(self, con: sqlite3.Connection, seed: int):
-        self.con, self.rng = con, random.Random(seed * 7919 + 2)
-        self.pairs: list[BrowserTaskPair] = []
-
-    def rows(self, sql: str, *args: Any) -> list[sqlite3.Row]:
-        return self.con.execute(sql, args).fetchall()
-
-    def count(self, sql: str, *args: Any) -> int:
-        return int(self.con.execute(f"SELECT COUNT(*) FROM ({sql})", args).fetchone()[0])
-
-    def pick(self, sql: str, n: int, *args: Any) -> list[sqlite3.Row]:
-        rows = self.rows(sql, *args)
-        return self.rng.sample(rows, min(n, len(rows)))
-
-    def add(
-        self,
-        tid: str,
-        level: int,
-        goal: str,
-        oracle: list[str],
-        *,
-        login: str,
-        start: str = "/",
-        checks: list[dict] | None = None,
-        answer: list[str] | None = None,
-    ) -> None:
-        tid = f"tracker/{tid}"
-        visible = BrowserTask(
-            id=tid,
-            title=goal[:60],
-            goal=goal,
-            start_path=start,
-            login_as=login,
-            app="tracker",
-            level=level,
-            max_steps=max(20, 2 * len(oracle) + 6),
-        )
-        hidden = BrowserHidden(id=tid, checks=checks or [], oracle=oracle, answer=answer)
-        self.pairs.append(BrowserTaskPair(visible=visible, hidden=hidden))
 
 
 def issue_check(name: str, row: sqlite3.Row, **expect: Any) -> dict:
@@ -486,25 +442,13 @@ assert set(STATUSES) == set(trackerdata.STATUSES)
 
 
 def make_task_set(seed: int = trackerdata.DEFAULT_SEED) -> TaskSet:
-    with tempfile.TemporaryDirectory(prefix="tracker-tasks-") as tmp:
-        path = Path(tmp) / "tracker.sqlite"
-        trackerdata.build_database(path, seed)
-        con = sqlite3.connect(path)
-        con.row_factory = sqlite3.Row
-        try:
-            m = Maker(con, seed)
-            one_page_tasks(m)
-            several_page_tasks(m)
-            find_first_tasks(m)
-        finally:
-            con.close()
     meta = TaskSetMeta(
         name="tracker-v1",
         family="browser_form",
         description="An issue tracker with projects and roles (generated data: 6 projects, 48 people, 4,000 issues, "
         "comments and labels): searching, filtering, filing, triaging, closing, answering questions; three levels.",
     )
-    return TaskSet(meta, m.pairs)
+    return make_set(trackerdata, meta, seed, 2, [one_page_tasks, several_page_tasks, find_first_tasks])
 
 
 if __name__ == "__main__":  # pragma: no cover - the bundled set's maker
