@@ -10,14 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 
 import pytest
 
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.outcomes import Outcome
 
-from .episodes import check_oracle_and_null, db_state, level_sample, play, template_digest
+from .apps import check_oracle_and_null, db_state, level_sample, play, step_at_once, template_digest
 
 pytestmark = pytest.mark.chromium
 
@@ -82,24 +81,9 @@ def test_concurrent_rollouts_writing_the_same_record_are_isolated(env):
         for e in envs.values():
             e.reset(options={"task_id": task_id})
         (original,) = db_state(env, "SELECT stock FROM products WHERE sku = ?", sku)
-        barrier = threading.Barrier(2)
-        errors: list[BaseException] = []
-
-        def rollout(value: int, e: BrowserFormEnv) -> None:
-            try:
-                e.step(f'fill("textbox:Stock", "{value}")')
-                barrier.wait(timeout=60)  # both save at the same moment
-                e.step('click("button:Save product")')
-                e.step("done()")
-            except BaseException as err:  # reported below, in the test's thread
-                errors.append(err)
-
-        threads = [threading.Thread(target=rollout, args=item) for item in envs.items()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert not errors, errors
+        step_at_once(
+            envs, lambda value: f'fill("textbox:Stock", "{value}")', ['click("button:Save product")', "done()"]
+        )
         for value, e in envs.items():
             rows = [r for r in json.loads(e.artifact)["products"] if r["sku"] == sku]
             assert [r["stock"] for r in rows] == [value]

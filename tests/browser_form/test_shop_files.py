@@ -11,7 +11,7 @@ import pytest
 from sandgym.envs.browser_form.env import BrowserFormEnv
 from sandgym.envs.browser_form.shop_upload_tasks import IMAGE_INPUT
 
-from .episodes import play
+from .apps import play
 
 pytestmark = pytest.mark.chromium
 

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -17,18 +15,10 @@ from sandgym.specs.base import bundled_dir, bundled_task_set
 from sandgym.specs.browser_form import BrowserHidden, BrowserTask, BrowserTaskPair
 from sandgym.verifiers.browser_form.host import judge, normalise_answer, read_state
 
+from .apps import login, table_digest
+
 # basic-v1's content hash before the shop's fields were added: older sets' hashes must not move.
 BASIC_V1_HASH = "sha256:41e194fa8680dedcc8ad32df6869ee293ccba111cb58901cd772927f35b33fec"
-
-
-def table_digest(path: Path) -> str:
-    """Every row but the sign-in sessions'."""
-    con = sqlite3.connect(path)
-    try:
-        lines = [line for line in con.iterdump() if not line.startswith('INSERT INTO "sessions"')]
-        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-    finally:
-        con.close()
 
 
 def test_data_is_generated_from_the_seed_alone(template, tmp_path):
@@ -103,11 +93,6 @@ def test_read_state_keeps_only_the_tables_asked_for(template):
 
 
 # -- the app through Starlette's test client ------------------------------------------------------
-
-
-def login(client, username: str, password: str) -> None:
-    r = client.post("/login", data={"username": username, "password": password, "next": "/"}, follow_redirects=False)
-    assert r.status_code == 303, r.text
 
 
 def test_back_office_needs_a_staff_sign_in(client):

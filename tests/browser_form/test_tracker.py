@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import threading
 
 import pytest
 
@@ -20,7 +19,7 @@ from sandgym.envs.browser_form.redteam import ATTACKS, SandgymTarget
 from sandgym.specs.base import bundled_dir
 from sandgym.specs.browser_form import BrowserTaskPair
 
-from .episodes import check_oracle_and_null, db_state, level_sample, template_digest
+from .apps import check_oracle_and_null, db_state, level_sample, step_at_once, template_digest
 
 pytestmark = pytest.mark.chromium
 
@@ -78,24 +77,9 @@ def test_concurrent_rollouts_writing_the_same_issue_are_isolated(env):
         for e in envs.values():
             e.reset(options={"task_id": task_id})
         (original,) = db_state(env, sql, key, int(number))
-        barrier = threading.Barrier(2)
-        errors: list[BaseException] = []
-
-        def rollout(value: str, e: BrowserFormEnv) -> None:
-            try:
-                e.step(f'select("combobox:Priority", "{value}")')
-                barrier.wait(timeout=60)  # both save at the same moment
-                e.step('click("button:Save changes")')
-                e.step("done()")
-            except BaseException as err:  # reported below, in the test's thread
-                errors.append(err)
-
-        threads = [threading.Thread(target=rollout, args=item) for item in envs.items()]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=120)
-        assert not errors, errors
+        step_at_once(
+            envs, lambda value: f'select("combobox:Priority", "{value}")', ['click("button:Save changes")', "done()"]
+        )
         for value, e in envs.items():
             assert db_state(e, sql, key, int(number)) == [(value.lower(),)]
         for e in envs.values():  # the next episode starts from the template again

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-from pathlib import Path
 
 import pytest
 
@@ -15,41 +13,7 @@ from sandgym.specs import TaskSet
 from sandgym.specs.base import bundled_dir
 from sandgym.specs.browser_form import BrowserTask, BrowserTaskPair
 
-
-def table_digest(path: Path) -> str:
-    """Every row but the sign-in sessions'."""
-    con = sqlite3.connect(path)
-    try:
-        lines = [line for line in con.iterdump() if not line.startswith('INSERT INTO "sessions"')]
-        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
-    finally:
-        con.close()
-
-
-@pytest.fixture(scope="module")
-def tracker_template(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tracker") / "template.sqlite"
-    trackerdata.build_database(path)
-    return path
-
-
-@pytest.fixture
-def tracker(tracker_template, tmp_path, monkeypatch):
-    from starlette.testclient import TestClient
-
-    from sandgym.envs.browser_form.app import appkit, trackerapp
-
-    db = tmp_path / "app.sqlite"
-    db.write_bytes(tracker_template.read_bytes())
-    monkeypatch.setattr(appkit, "DB_PATH", str(db))
-    with TestClient(trackerapp.app, base_url="http://127.0.0.1:8000") as c:
-        c.db = db  # type: ignore[attr-defined]
-        yield c
-
-
-def login(client, username: str, password: str) -> None:
-    r = client.post("/login", data={"username": username, "password": password, "next": "/"}, follow_redirects=False)
-    assert r.status_code == 303, r.text
+from .apps import login, table_digest
 
 
 def query(client, sql: str, *args):

@@ -20,13 +20,10 @@ from sandgym.specs import TaskSet
 from sandgym.specs.base import bundled_dir
 from sandgym.specs.browser_form import BrowserTask, BrowserTaskPair, TaskFile
 
+from .apps import login
+
 SKU = "BAT-00001"  # the first generated product
 PHOTO = png(4, 4, (10, 200, 30))
-
-
-def login(client, username: str, password: str) -> None:
-    r = client.post("/login", data={"username": username, "password": password, "next": "/"}, follow_redirects=False)
-    assert r.status_code == 303, r.text
 
 
 def images(db: Path) -> list[tuple]:

@@ -1,0 +1,97 @@
+"""Helpers the generated apps' tests share (shop, shop-files, uploads,
+tracker). In a browser: play an episode's actions, pick a sample, check a
+task's oracle and null, step several envs at once, read the app's
+database, digest its template. Without one: sign in through Starlette's
+test client, digest a database's rows."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def play(env, task_id: str, actions: list[str]):
+    """Reset to `task_id`, step the actions until the episode ends: (obs, reward, info)."""
+    env.reset(options={"task_id": task_id})
+    for a in actions:
+        obs, reward, terminated, truncated, info = env.step(a)
+        if terminated or truncated:
+            return obs, reward, info
+    raise AssertionError(f"{task_id}: the actions did not end the episode")
+
+
+def level_sample(env) -> list[str]:
+    """One task per level and kind (state or answer): the first id of each."""
+    chosen: dict[tuple, str] = {}
+    for tid in sorted(env.task_set.ids):
+        t = env.task_set.get(tid)
+        chosen.setdefault((t.visible.level, t.hidden.answer is None), tid)
+    return sorted(chosen.values())
+
+
+def check_oracle_and_null(env, task_id: str) -> None:
+    """The task's oracle passes with reward 1; its null actions fail with a valid reward 0."""
+    obs, reward, info = play(env, task_id, list(env.task_set.get(task_id).hidden.oracle))
+    assert info["outcome"] == "passed" and reward == 1.0, (task_id, env.last_verdict.detail, obs["feedback"][-1500:])
+    _, reward, info = play(env, task_id, env.null_actions())
+    assert info["outcome"] == "failed" and reward == 0.0 and info["reward_valid"], task_id
+
+
+def db_state(env, sql: str, *args):
+    """Rows of `sql` over the episode's database, opened read-only."""
+    con = sqlite3.connect(f"file:{env.session.state_dir / 'app.sqlite'}?mode=ro", uri=True)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+def template_digest(env, app: str) -> str:
+    """SHA-256 of the env's one database template of `app` (shop, tracker)."""
+    snaps = list(env._snapshots.glob(f"{app}-*.sqlite"))
+    assert len(snaps) == 1, snaps
+    return hashlib.sha256(snaps[0].read_bytes()).hexdigest()
+
+
+def step_at_once(envs: dict[Any, Any], first: Callable[[Any], str], then: list[str]) -> None:
+    """In one thread per env (keyed by the value it writes): step `first(value)`,
+    wait until every env has, then step `then` (both save at the same moment).
+    An error in any thread is raised here."""
+    barrier = threading.Barrier(len(envs))
+    errors: list[BaseException] = []
+
+    def rollout(value: Any, env: Any) -> None:
+        try:
+            env.step(first(value))
+            barrier.wait(timeout=60)
+            for action in then:
+                env.step(action)
+        except BaseException as err:  # reported below, in the test's thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=rollout, args=item) for item in envs.items()]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+
+
+def login(client, username: str, password: str) -> None:
+    """Sign in through the app's form (Starlette's test client)."""
+    r = client.post("/login", data={"username": username, "password": password, "next": "/"}, follow_redirects=False)
+    assert r.status_code == 303, r.text
+
+
+def table_digest(path: Path) -> str:
+    """SHA-256 of every row of a database but the sign-in sessions'."""
+    con = sqlite3.connect(path)
+    try:
+        lines = [line for line in con.iterdump() if not line.startswith('INSERT INTO "sessions"')]
+        return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    finally:
+        con.close()
