@@ -49,13 +49,18 @@ py=python3
 "$py" -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || py=/usr/bin/python3
 "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "setup: sandgym needs Python >= 3.11" >&2; exit 1; }
 
-lock_sum=$(sha256sum requirements.lock requirements-nodeps.lock pyproject.toml | sha256sum | cut -c1-16)
+lock_sum=$(sha256sum requirements.lock requirements-nodeps.lock requirements-uv.lock pyproject.toml | sha256sum | cut -c1-16)
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/.sandgym-lock 2>/dev/null)" != "$lock_sum" ]; then
   echo "setup: creating .venv with $("$py" --version) and the locked dependencies"
   "$py" -m venv .venv
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements-nodeps.lock
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+  # uv installs the lock (downloads in parallel, a shared cache in
+  # ~/.cache/uv); pip itself stays in the venv. UV_NATIVE_TLS: the system's
+  # certificates, as pip uses them (a registry proxy may need them).
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements-uv.lock
+  uv=(env UV_NATIVE_TLS=1 .venv/bin/uv pip install --quiet --python .venv/bin/python)
+  "${uv[@]}" --compile-bytecode --require-hashes -r requirements.lock
+  "${uv[@]}" --compile-bytecode --no-deps --require-hashes -r requirements-nodeps.lock
+  "${uv[@]}" --no-deps -e .
   echo "$lock_sum" > .venv/.sandgym-lock
 fi
 # Bytecode of sandgym's own modules, as a wheel install has it: an editable
