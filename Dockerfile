@@ -1,9 +1,10 @@
 # The OpenEnv server image: sandgym's server inside a container, built from
 # sandgym's own local images with no registry and no network during the
 # build. Do not `docker build` this file by hand: `sandgym images build
-# serve` prepares its context (the locked Python packages and sandgym,
-# installed on the host into site/) and builds it with
-# BASE=sandgym/base:python-bwrap-<hash> (bookworm + python3).
+# serve` prepares its context (sandgym, installed on the host into site/)
+# and builds it with BASE=sandgym/serve-deps:<hash>, the locked Python
+# packages (installed on the host too) on bookworm + python3
+# (sandgym/serve_image.py).
 #
 # Run it like any OpenEnv image (openenv's `from_docker_image` does the same):
 #   docker run --rm -p 8000:8000 sandgym/serve:<hash>
