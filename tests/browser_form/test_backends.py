@@ -36,7 +36,8 @@ def _marks(backend: str) -> list:
 BACKENDS = [pytest.param(b, marks=_marks(b), id=i) for b, i in BACKEND_IDS.items()]
 MINIWOB = ["click-button", "enter-text", "focus-text", "click-checkboxes"]
 # Off local (unless SANDGYM_SLOW=1, CI time): one task of each form of the app (sign-in,
-# booking, checkout, messages, profile, settings); local plays the whole set.
+# booking, checkout, messages, profile, settings), the first three on k8s (its pods
+# are the slowest: 7 s an episode on gVisor); local plays the whole set.
 FORM_SAMPLE = [
     "forms/login-alice",
     "forms/booking-garden",
@@ -136,7 +137,8 @@ def env(request):
 def test_every_form_task_oracle_passes_and_null_fails(env):
     assert len(env.task_set.tasks) >= 23
     whole = env.backend == "local" or os.environ.get("SANDGYM_SLOW") == "1"
-    ids = [task.id for task in env.task_set.tasks] if whole else FORM_SAMPLE
+    sample = FORM_SAMPLE[:3] if env.backend.startswith("k8s") else FORM_SAMPLE
+    ids = [task.id for task in env.task_set.tasks] if whole else sample
     for task_id in ids:
         env.reset(options={"task_id": task_id})
         _, reward, info = on_local.run(env, task_id, env.oracle_actions())

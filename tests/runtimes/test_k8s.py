@@ -260,7 +260,9 @@ def test_sigkill_then_gc_leaves_no_pod(k8s):
     "env_id,tasks,task_ids",
     [
         ("sandgym/CodeFunction-v0", None, ["basic/add-months", "basic/balanced-brackets"]),
-        ("sandgym/SWERepo-v0", "swe_repo/billing-v1", ["billing/round-half-even", "billing/tax-on-gross"]),
+        # One SWE task (its pods, venv and repository are the slow part: 84 s for two on
+        # gVisor); test_conformance's SWE test covers the family's sandboxes on each backend.
+        ("sandgym/SWERepo-v0", "swe_repo/billing-v1", ["billing/round-half-even"]),
     ],
 )
 def test_eval_every_docker_family_on_k8s(k8s_cluster, tmp_path, backend, env_id, tasks, task_ids):
