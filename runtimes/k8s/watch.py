@@ -60,7 +60,8 @@ class PodWatcher:
         self.selector = selector
         self._pods: dict[str, Any] = {}
         self._gone: dict[str, None] = {}  # insertion-ordered: the oldest forgotten first
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._waiters: dict[str, list[threading.Event]] = {}
         self._synced = False
         self._thread = threading.Thread(target=self._run, name="sandgym-k8s-watch", daemon=True)
         self._thread.start()
@@ -82,12 +83,12 @@ class PodWatcher:
                 ):
                     pod = event["object"]
                     name = pod.metadata.name
-                    with self._cond:
+                    with self._lock:
                         if event["type"] == "DELETED":
                             self._mark_gone(name)
                         else:
                             self._pods[name] = pod
-                        self._cond.notify_all()
+                        self._wake(name)
             except Exception:
                 time.sleep(RETRY_S)
 
@@ -97,7 +98,7 @@ class PodWatcher:
         after the snapshot was taken (its resourceVersion newer than the
         list's) is not in it yet, and is not gone: under load a list of
         thousands of pods takes seconds, while waiters keep reading."""
-        with self._cond:
+        with self._lock:
             names = {p.metadata.name for p in listing.items}
             for name in set(self._pods) - names:  # deleted while we were not watching
                 if not _newer_than(self._pods[name], listing.metadata.resource_version):
@@ -107,7 +108,12 @@ class PodWatcher:
                 if p.metadata.name not in self._gone and (seen is None or _newer(p, seen)):
                     self._pods[p.metadata.name] = p
             self._synced = True
-            self._cond.notify_all()
+            for name in self._waiters:
+                self._wake(name)
+
+    def _wake(self, name: str) -> None:  # (lock held)
+        for event in self._waiters.get(name, ()):
+            event.set()
 
     def _mark_gone(self, name: str) -> None:  # (lock held)
         self._pods.pop(name, None)
@@ -117,12 +123,12 @@ class PodWatcher:
 
     def pod(self, name: str):
         """The newest object seen of this pod (None: not seen, or gone)."""
-        with self._cond:
+        with self._lock:
             return self._pods.get(name)
 
     def gone(self, name: str) -> bool:
         """Deleted, or ending: its deletion asked for, or its phase final."""
-        with self._cond:
+        with self._lock:
             if name in self._gone:
                 return True
             pod = self._pods.get(name)
@@ -140,11 +146,17 @@ class PodWatcher:
         deadline = time.monotonic() + timeout
         last_read = time.monotonic()
         pause = 5.0
-        with self._cond:
+        woken = threading.Event()
+        with self._lock:
+            self._waiters.setdefault(name, []).append(woken)
+        try:
             while True:
-                pod = self._pods.get(name)
-                if name in self._gone:
-                    return "gone"
+                woken.clear()  # before reading: news after this read sets it again
+                with self._lock:
+                    pod = self._pods.get(name)
+                    if name in self._gone:
+                        return "gone"
+                    synced = self._synced
                 if pod is not None:
                     verdict = check(pod)
                     if verdict:
@@ -152,23 +164,33 @@ class PodWatcher:
                 now = time.monotonic()
                 if now >= deadline:
                     return None
-                if now - last_read > pause or (not self._synced and now - last_read > 1.0):
+                next_read = last_read + (pause if synced else 1.0)
+                if now >= next_read:
                     last_read = now
                     pause = min(pause * 2, READ_MAX_S)
-                    self._cond.release()
-                    try:
-                        fresh = self.core.read_namespaced_pod(name, self.namespace, _request_timeout=10)
-                    except Exception as e:
-                        fresh = None
-                        if getattr(e, "status", None) == 404 and pod is not None:
-                            self._mark_gone(name)
-                    finally:
-                        self._cond.acquire()
-                    current = self._pods.get(name)
-                    if fresh is not None and name not in self._gone and (current is None or _newer(fresh, current)):
-                        self._pods[name] = fresh
+                    self._read(name, seen=pod is not None)
                     continue
-                self._cond.wait(min(deadline - now, 1.0))
+                woken.wait(min(deadline, next_read) - now)  # news, the next read or the deadline
+        finally:
+            with self._lock:
+                waiters = self._waiters[name]
+                waiters.remove(woken)
+                if not waiters:
+                    del self._waiters[name]
+
+    def _read(self, name: str, seen: bool) -> None:
+        """One read of the pod, in case the watch lost an event."""
+        try:
+            fresh = self.core.read_namespaced_pod(name, self.namespace, _request_timeout=10)
+        except Exception as e:
+            if getattr(e, "status", None) == 404 and seen:
+                with self._lock:
+                    self._mark_gone(name)
+            return
+        with self._lock:
+            current = self._pods.get(name)
+            if name not in self._gone and (current is None or _newer(fresh, current)):
+                self._pods[name] = fresh
 
 
 def _newer(a, b) -> bool:
