@@ -12,11 +12,15 @@ the simulated nodes' selector and toleration, so the pods land only there
 (the tests' pods never do: the nodes are tainted). KWOK runs no container,
 so the agent channel is skipped: create, scheduled, ready, delete.
 
-`--workers` threads each create a pod and wait for it to be Ready; once
-all are, the same threads delete them all, and the clock stops when the
-watch has seen every one go. Written to `--json`: pods, errors,
+`--workers` threads each create a pod and wait for it to be ready: its
+sandbox container running, what `KubernetesRuntime.create` waits for.
+(Not the pod's Ready condition: when a simulated node's lease lags under
+load, the node controller turns its pods' Ready False while their
+containers run; `marked_not_ready` counts them.) Once all are ready,
+the same threads delete them all, and the clock stops when the watch has
+seen every one go. Written to `--json`: pods, errors,
 create_per_s (pods created per second of the create phase),
-ready_p50_s/p95_s/p99_s (from create call to Ready, per pod),
+ready_p50_s/p95_s/p99_s (from create call to ready, per pod),
 delete_per_s, apiserver_rss_mb (the API server's peak resident set, read
 from /proc during the run), with the load average at start and end.
 Raise SANDGYM_K8S_QPS/SANDGYM_K8S_BURST to let the client go faster.
@@ -34,6 +38,7 @@ from collections import Counter
 from pathlib import Path
 
 from sandgym.runtimes import SandboxError, SandboxSpec
+from sandgym.runtimes.k8s.api import container_running, pod_problem
 from sandgym.runtimes.k8s.runtime import KubernetesRuntime
 
 KWOK_SELECTOR = {"type": "kwok"}
@@ -87,9 +92,11 @@ class PeakRss(threading.Thread):
 
 
 def ready(pod) -> bool:
-    return bool(pod.spec.node_name) and any(
-        c.type == "Ready" and c.status == "True" for c in (pod.status.conditions or [])
-    )
+    return bool(pod.spec.node_name) and container_running(pod, "sandbox")
+
+
+def ready_condition_false(pod) -> bool:
+    return any(c.type == "Ready" and c.status == "False" for c in (pod.status.conditions or []))
 
 
 def kind(error: str) -> str:
@@ -107,6 +114,25 @@ def where(rt: KubernetesRuntime, sid: str) -> str:
         return "deleted" if getattr(e, "status", None) == 404 else f"unknown: {e}"
     deleting = pod.metadata.deletion_timestamp
     return f"still in the API: node {pod.spec.node_name}, phase {pod.status.phase}, deleting {deleting}"
+
+
+def late(rt: KubernetesRuntime, sid: str) -> str:
+    """Why a pod was not ready in time: whether the API server has it ready
+    (the watch missed or lagged its news) or not (the node, here KWOK, has
+    not started it), with both copies' resourceVersion and phase."""
+
+    def brief(pod) -> str:
+        if pod is None:
+            return "none"
+        return f"rv {pod.metadata.resource_version}, node {pod.spec.node_name}, phase {pod.status.phase}"
+
+    seen = rt.watcher.pod(sid)
+    try:
+        fresh = rt.core.read_namespaced_pod(sid, rt.namespace, _request_timeout=30)
+    except Exception as e:
+        return f"not ready in time, API read failed: {e}; watch {brief(seen)}"
+    verdict = "ready" if ready(fresh) else "not ready"
+    return f"not ready in time, {verdict} in the API: watch {brief(seen)}; API {brief(fresh)}"
 
 
 def deleted_by(names: set[str]) -> dict[str, int]:
@@ -140,7 +166,7 @@ def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
     names: list[str] = []
     latencies: list[float] = []
     errors: list[str] = []
-    lost: set[str] = set()  # pods the watch reported gone before they were Ready
+    lost: set[str] = set()  # pods the watch reported gone before they were ready
     lock = threading.Lock()
     created_at: list[float] = []
 
@@ -161,14 +187,16 @@ def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
             with lock:
                 names.append(sid)
                 created_at.append(time.perf_counter())
-            got = rt.watcher.wait(sid, ready, timeout_s)
+            got = rt.watcher.wait(sid, lambda p: ready(p) or pod_problem(p) or False, timeout_s)
             problem = None
             if got == "gone":
                 problem = f"gone ({where(rt, sid)})"
                 with lock:
                     lost.add(sid)
-            elif got is None or isinstance(got, str):
-                problem = got or "not Ready in time"
+            elif got is None:
+                problem = late(rt, sid)
+            elif isinstance(got, str):
+                problem = got
             with lock:
                 if problem:
                     errors.append(f"{sid}: {problem}")
@@ -185,7 +213,8 @@ def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
     for t in threads:
         t.join()
     create_s = (max(created_at) if created_at else time.perf_counter()) - t_start
-    print(f"created {len(names)} in {create_s:.1f} s; Ready {len(latencies)}; errors {len(errors)}", flush=True)
+    print(f"created {len(names)} in {create_s:.1f} s; ready {len(latencies)}; errors {len(errors)}", flush=True)
+    marked = sum(1 for sid in names if (pod := rt.watcher.pod(sid)) is not None and ready_condition_false(pod))
 
     deleting: queue.Queue[str] = queue.Queue()
     for sid in names:
@@ -225,9 +254,10 @@ def run(pods: int, workers: int, namespace: str, timeout_s: float) -> dict:
         "client_retries": rt.limiter.retries,
         "load_start": [round(x, 2) for x in start_load],
         "load_end": [round(x, 2) for x in os.getloadavg()],
+        "marked_not_ready": marked,
         "error_kinds": dict(Counter(kind(e) for e in errors)),
         "first_errors": errors[:5],
-        # Of the pods lost before Ready: who deleted them (the audit log).
+        # Of the pods lost before ready: who deleted them (the audit log).
         "lost_deleted_by": deleted_by(lost) if lost else {},
     }
     rt.close()
@@ -241,7 +271,7 @@ def main() -> None:
     # its pod would measure that wait, not the control path (32 gave 1.5/s).
     ap.add_argument("--workers", type=int, help="creates (then deletes) in flight (default: pods / 10, 32 to 1,000)")
     ap.add_argument("--namespace", default="sandgym-scale")
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds a pod may take to turn Ready or go")
+    ap.add_argument("--timeout", type=float, default=600.0, help="seconds a pod may take to be ready or go")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args()
     workers = args.workers or min(1000, max(32, args.pods // 10))
