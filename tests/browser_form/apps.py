@@ -24,10 +24,14 @@ def play(env, task_id: str, actions: list[str]):
     raise AssertionError(f"{task_id}: the actions did not end the episode")
 
 
-def level_sample(env) -> list[str]:
-    """One task per level and kind (state or answer): the first id of each."""
+def level_sample(env, shortest: bool = False) -> list[str]:
+    """One task per level and kind (state or answer): the first id of each, or with
+    `shortest` the one whose oracle takes the fewest actions (the first of those)."""
     chosen: dict[tuple, str] = {}
-    for tid in sorted(env.task_set.ids):
+    ids = sorted(env.task_set.ids)
+    if shortest:
+        ids.sort(key=lambda tid: len(env.task_set.get(tid).hidden.oracle))
+    for tid in ids:
         t = env.task_set.get(tid)
         chosen.setdefault((t.visible.level, t.hidden.answer is None), tid)
     return sorted(chosen.values())
