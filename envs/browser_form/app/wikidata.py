@@ -13,7 +13,7 @@ import random
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .schema import write_generated
+from .schema import people, write_generated
 
 SCHEMA = """
 CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT UNIQUE NOT NULL, password TEXT NOT NULL,
@@ -186,13 +186,7 @@ def slugify(title: str) -> str:
 def generate(seed: int = DEFAULT_SEED) -> dict[str, list[tuple]]:
     """Every table's rows (as tuples in schema order) for `seed`."""
     rng = random.Random(seed)
-    users = [(uid, name, pw, display) for uid, name, pw, display, _ in ACCOUNTS]
-    names = {u[3] for u in users}
-    while len(users) < USERS:
-        display = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-        if display not in names:
-            names.add(display)
-            users.append((len(users) + 1, display.lower().replace(" ", "."), f"pw-{rng.randrange(10**8):08d}", display))
+    users = people(rng, ACCOUNTS, USERS, FIRST, LAST)
     spaces = [(i + 1, key, name, about) for i, (key, name, about) in enumerate(SPACES)]
     members: list[tuple] = []
     writers: dict[int, list[int]] = {}  # space -> editors and admins (who write pages)
