@@ -20,7 +20,7 @@ from sandgym.specs.base import TaskSetMeta
 
 from .app import wikidata
 from .app.wikiapp import slugify
-from .app_tasks import Maker, make_set
+from .app_tasks import Maker, make_set, rows_check
 from .shop_tasks import q
 
 NEW_PAGE = len(wikidata.SPACES) * wikidata.PAGES_PER_SPACE + 1  # the id the first page written in an episode gets
@@ -41,7 +41,7 @@ def named(p: sqlite3.Row) -> str:
 
 
 def page_check(name: str, p: sqlite3.Row, **expect: Any) -> dict:
-    return {"name": name, "table": "pages", "where": {"id": p["id"]}, "count": 1, "expect": expect}
+    return rows_check(name, "pages", 1, expect, id=p["id"])
 
 
 def search(space: str = "", text: str = "", **chosen: str) -> list[str]:
@@ -106,14 +106,8 @@ def one_page_tasks(m: Maker) -> None:
             start=at(p),
             login="rae",
             checks=[
-                {
-                    "name": "comment added",
-                    "table": "comments",
-                    "where": {"page_id": p["id"], "body": note},
-                    "count": 1,
-                    "expect": {"author_id": ME["rae"]},
-                },
-                {"name": "one comment only", "table": "comments", "count": total + 1},
+                rows_check("comment added", "comments", 1, {"author_id": ME["rae"]}, page_id=p["id"], body=note),
+                rows_check("one comment only", "comments", total + 1),
             ],
         )
     tags = m.rows("SELECT * FROM tags")
@@ -128,13 +122,8 @@ def one_page_tasks(m: Maker) -> None:
             start=at(p),
             login="eli",
             checks=[
-                {
-                    "name": "tagged",
-                    "table": "page_tags",
-                    "where": {"page_id": p["id"], "tag_id": tag["id"]},
-                    "count": 1,
-                },
-                {"name": "no other tag", "table": "page_tags", "where": {"page_id": p["id"]}, "count": len(had) + 1},
+                rows_check("tagged", "page_tags", 1, page_id=p["id"], tag_id=tag["id"]),
+                rows_check("no other tag", "page_tags", len(had) + 1, page_id=p["id"]),
             ],
         )
     for p in m.pick(LIVE + "AND p.id IN (SELECT page_id FROM page_tags)", 6):
@@ -150,13 +139,8 @@ def one_page_tasks(m: Maker) -> None:
             start=at(p),
             login="eli",
             checks=[
-                {
-                    "name": "untagged",
-                    "table": "page_tags",
-                    "where": {"page_id": p["id"], "tag_id": tag["id"]},
-                    "count": 0,
-                },
-                {"name": "others kept", "table": "page_tags", "where": {"page_id": p["id"]}, "count": len(on) - 1},
+                rows_check("untagged", "page_tags", 0, page_id=p["id"], tag_id=tag["id"]),
+                rows_check("others kept", "page_tags", len(on) - 1, page_id=p["id"]),
             ],
         )
     reasons = ["Frequent accidental edits", "Legal review in progress", "Source of truth for audits"]
@@ -177,7 +161,7 @@ def one_page_tasks(m: Maker) -> None:
             login="quinn",
             checks=[
                 page_check("protected", p, protected=1, protect_reason=reason, deleted=0, revision=p["revision"]),
-                {"name": "only that page", "table": "pages", "where": {"protected": 1}, "count": protected + 1},
+                rows_check("only that page", "pages", protected + 1, protected=1),
             ],
         )
 
@@ -290,12 +274,11 @@ def several_page_tasks(m: Maker) -> None:
             ],
             login="eli",
             checks=[
-                {
-                    "name": "page written",
-                    "table": "pages",
-                    "where": {"id": NEW_PAGE},
-                    "count": 1,
-                    "expect": {
+                rows_check(
+                    "page written",
+                    "pages",
+                    1,
+                    {
                         "space_id": s["id"],
                         "title": title,
                         "slug": slugify(title),
@@ -305,15 +288,16 @@ def several_page_tasks(m: Maker) -> None:
                         "creator_id": ME["eli"],
                         "deleted": 0,
                     },
-                },
-                {"name": "one page only", "table": "pages", "count": pages + 1},
-                {
-                    "name": "its first revision",
-                    "table": "revisions",
-                    "where": {"page_id": NEW_PAGE},
-                    "count": 1,
-                    "expect": {"number": 1, "author_id": ME["eli"], "body": body},
-                },
+                    id=NEW_PAGE,
+                ),
+                rows_check("one page only", "pages", pages + 1),
+                rows_check(
+                    "its first revision",
+                    "revisions",
+                    1,
+                    {"number": 1, "author_id": ME["eli"], "body": body},
+                    page_id=NEW_PAGE,
+                ),
             ],
         )
     for p in m.pick(LIVE + "AND p.revision >= 2 AND p.protected = 0", 6):
@@ -350,14 +334,8 @@ def several_page_tasks(m: Maker) -> None:
             ],
             login="quinn",
             checks=[
-                {
-                    "name": "editor now",
-                    "table": "members",
-                    "where": {"space_id": s["id"], "user_id": who["id"]},
-                    "count": 1,
-                    "expect": {"role": "editor"},
-                },
-                {"name": "members", "table": "members", "where": {"space_id": s["id"]}, "count": size + 1 - was},
+                rows_check("editor now", "members", 1, {"role": "editor"}, space_id=s["id"], user_id=who["id"]),
+                rows_check("members", "members", size + 1 - was, space_id=s["id"]),
             ],
         )
     deleted = m.count("SELECT 1 FROM pages WHERE deleted = 1")
@@ -377,7 +355,7 @@ def several_page_tasks(m: Maker) -> None:
             login="quinn",
             checks=[
                 page_check("deleted", p, deleted=1, delete_reason=reason, revision=p["revision"]),
-                {"name": "only that page", "table": "pages", "where": {"deleted": 1}, "count": deleted + 1},
+                rows_check("only that page", "pages", deleted + 1, deleted=1),
             ],
         )
 
@@ -386,14 +364,15 @@ def edit_checks(p: sqlite3.Row, summary: str, **now: Any) -> list[dict]:
     """The page as the edit leaves it (one revision more, by Eli) and the revision it adds."""
     return [
         page_check("page edited", p, revision=p["revision"] + 1, editor_id=ME["eli"], deleted=0, **now),
-        {
-            "name": "the new revision",
-            "table": "revisions",
-            "where": {"page_id": p["id"], "number": p["revision"] + 1},
-            "count": 1,
-            "expect": {"author_id": ME["eli"], "summary": summary, "body": now["body"]},
-        },
-        {"name": "one revision more", "table": "revisions", "where": {"page_id": p["id"]}, "count": p["revision"] + 1},
+        rows_check(
+            "the new revision",
+            "revisions",
+            1,
+            {"author_id": ME["eli"], "summary": summary, "body": now["body"]},
+            page_id=p["id"],
+            number=p["revision"] + 1,
+        ),
+        rows_check("one revision more", "revisions", p["revision"] + 1, page_id=p["id"]),
     ]
 
 
@@ -472,7 +451,7 @@ def find_first_tasks(m: Maker) -> None:
             login="quinn",
             checks=[
                 page_check("restored", p, deleted=0, revision=p["revision"], body=p["body"]),
-                {"name": "only that page", "table": "pages", "where": {"deleted": 1}, "count": deleted - 1},
+                rows_check("only that page", "pages", deleted - 1, deleted=1),
             ],
         )
     protected = m.count("SELECT 1 FROM pages WHERE protected = 1")
@@ -496,7 +475,7 @@ def find_first_tasks(m: Maker) -> None:
             login="quinn",
             checks=[
                 page_check("protected", p, protected=1, protect_reason="Audited copy", deleted=0),
-                {"name": "only that page", "table": "pages", "where": {"protected": 1}, "count": protected + 1},
+                rows_check("only that page", "pages", protected + 1, protected=1),
             ],
         )
     review = next(t for t in tags if t["name"] == "needs-review")
@@ -521,13 +500,8 @@ def find_first_tasks(m: Maker) -> None:
             ],
             login="eli",
             checks=[
-                {
-                    "name": "tagged",
-                    "table": "page_tags",
-                    "where": {"page_id": p["id"], "tag_id": review["id"]},
-                    "count": 1,
-                },
-                {"name": "no other tag", "table": "page_tags", "where": {"page_id": p["id"]}, "count": len(had) + 1},
+                rows_check("tagged", "page_tags", 1, page_id=p["id"], tag_id=review["id"]),
+                rows_check("no other tag", "page_tags", len(had) + 1, page_id=p["id"]),
             ],
         )
 
