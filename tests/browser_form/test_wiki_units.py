@@ -9,27 +9,17 @@ import pytest
 
 from sandgym.envs.browser_form.app import wikidata
 from sandgym.envs.browser_form.wiki_tasks import NEW_PAGE, make_task_set
-from sandgym.specs import TaskSet
-from sandgym.specs.base import bundled_dir
-from sandgym.specs.browser_form import BrowserTask, BrowserTaskPair
+from sandgym.specs.browser_form import BrowserTask
 
-from .apps import login, table_digest
+from .apps import check_bundled_set, login, query, table_digest
 
 ADMIN, EDITOR, READER = ("quinn", "wiki-admin-1"), ("eli", "edit-pages-2"), ("rae", "read-only-3")
-
-
-def query(client, sql: str, *args):
-    con = sqlite3.connect(client.db)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
 
 
 def a_page(client, where: str = "1 = 1") -> tuple[int, str, int]:
     """(id, path, revision) of the first live page matching `where`."""
     sql = "SELECT p.id, '/wiki/' || s.key || '/' || p.slug, p.revision FROM pages p JOIN spaces s ON s.id = p.space_id"
-    return query(client, sql + f" WHERE p.deleted = 0 AND {where} ORDER BY p.id LIMIT 1")[0]
+    return query(client.db, sql + f" WHERE p.deleted = 0 AND {where} ORDER BY p.id LIMIT 1")[0]
 
 
 def test_data_is_generated_from_the_seed_alone(wiki_template, tmp_path):
@@ -53,15 +43,7 @@ def test_data_is_generated_from_the_seed_alone(wiki_template, tmp_path):
 
 
 def test_the_bundled_set_is_the_generators_output():
-    bundled = TaskSet.load(bundled_dir() / "browser_form" / "wiki-v1")
-    assert bundled.hash == make_task_set().hash
-    assert len(bundled) >= 140
-    tasks = [BrowserTaskPair.of(t) for t in bundled.tasks]
-    levels = {(t.visible.level, t.hidden.answer is None) for t in tasks}
-    assert levels == {(lvl, state) for lvl in (1, 2, 3) for state in (True, False)}  # 3 levels x 2 kinds
-    assert all(t.visible.app == "wiki" for t in tasks)
-    for t in tasks:  # goals name what to do, not how the page is built
-        assert not any(s in t.visible.goal for s in ("button:", "textbox:", "combobox:", "#", "[ref")), t.id
+    check_bundled_set("wiki-v1", make_task_set(), "wiki", 140)
 
 
 def test_a_wiki_task_takes_a_data_seed_not_rows():
@@ -109,7 +91,7 @@ def test_roles_decide_what_a_member_may_do(wiki):
     r = wiki.post(path, data={"action": "protect", "protect_reason": "Audited"})
     assert r.status_code == 200 and "<dd>Yes</dd>" in r.text
     outsider = query(
-        wiki,
+        wiki.db,
         "SELECT id, username, password FROM users WHERE id NOT IN (SELECT user_id FROM members "
         "WHERE space_id = 1) LIMIT 1",
     )[0]
@@ -126,18 +108,18 @@ def test_the_editor_checks_each_field_then_previews_and_publishes(wiki):
     assert r.status_code == 400
     for text in ("Title must be 3 to 100", "Choose a category.", "Content is required.", "Edit summary must be"):
         assert text in r.text
-    title, category, body = query(wiki, "SELECT title, category_id, body FROM pages WHERE id = ?", pid)[0]
+    title, category, body = query(wiki.db, "SELECT title, category_id, body FROM pages WHERE id = ?", pid)[0]
     same = {"title": title, "category": str(category), "body": body, "summary": "No change"}
     assert "Nothing changed" in wiki.post(f"{path}/edit", data=same).text
     r = wiki.post(f"{path}/edit", data={**same, "body": body + "\r\nOne more line."})
     assert r.url.path == "/editor/preview" and "One more line." in r.text and "Publish" in r.text
-    assert query(wiki, "SELECT revision FROM pages WHERE id = ?", pid) == [(rev,)]  # not before publishing
+    assert query(wiki.db, "SELECT revision FROM pages WHERE id = ?", pid) == [(rev,)]  # not before publishing
     r = wiki.post("/editor/preview")
     assert r.status_code == 200 and r.url.path == path and "Published." in r.text
-    assert query(wiki, "SELECT revision, body, editor_id FROM pages WHERE id = ?", pid) == [
+    assert query(wiki.db, "SELECT revision, body, editor_id FROM pages WHERE id = ?", pid) == [
         (rev + 1, body + "\nOne more line.", 2)
     ]
-    assert query(wiki, "SELECT summary FROM revisions WHERE page_id = ? AND number = ?", pid, rev + 1) == [
+    assert query(wiki.db, "SELECT summary FROM revisions WHERE page_id = ? AND number = ?", pid, rev + 1) == [
         ("No change",)
     ]
     diff = wiki.get(f"{path}/diff/{rev + 1}")
@@ -147,20 +129,22 @@ def test_the_editor_checks_each_field_then_previews_and_publishes(wiki):
     r = wiki.post("/spaces/ENG/new", data={"title": "Brand new page", "category": "2", "body": "Text."})
     r = wiki.post("/editor/preview")
     assert r.url.path == "/wiki/ENG/brand-new-page"
-    assert query(wiki, "SELECT id, revision, creator_id FROM pages WHERE slug = 'brand-new-page'") == [(NEW_PAGE, 1, 2)]
-    assert query(wiki, "SELECT COUNT(*) FROM drafts") == [(0,)]
+    assert query(wiki.db, "SELECT id, revision, creator_id FROM pages WHERE slug = 'brand-new-page'") == [
+        (NEW_PAGE, 1, 2)
+    ]
+    assert query(wiki.db, "SELECT COUNT(*) FROM drafts") == [(0,)]
 
 
 def test_history_restores_an_old_revision_as_a_new_one(wiki):
     pid, path, rev = a_page(wiki, "p.protected = 0 AND p.revision >= 3")
     login(wiki, *EDITOR)
-    (first,) = query(wiki, "SELECT body, category_id FROM revisions WHERE page_id = ? AND number = 1", pid)
+    (first,) = query(wiki.db, "SELECT body, category_id FROM revisions WHERE page_id = ? AND number = 1", pid)
     r = wiki.get(f"{path}/history")
     assert f"Restore revision {rev}" not in r.text and "Restore revision 1" in r.text
     r = wiki.post(f"{path}/history", data={"revision": "1"})
     assert r.status_code == 200 and r.url.path == path
-    assert query(wiki, "SELECT body, category_id, revision FROM pages WHERE id = ?", pid) == [(*first, rev + 1)]
-    assert query(wiki, "SELECT summary FROM revisions WHERE page_id = ? AND number = ?", pid, rev + 1) == [
+    assert query(wiki.db, "SELECT body, category_id, revision FROM pages WHERE id = ?", pid) == [(*first, rev + 1)]
+    assert query(wiki.db, "SELECT summary FROM revisions WHERE page_id = ? AND number = ?", pid, rev + 1) == [
         ("Restored revision 1",)
     ]
 
@@ -171,10 +155,10 @@ def test_delete_and_restore_from_the_trash(wiki):
     r = wiki.post(path, data={"action": "delete", "delete_reason": "Old news"})
     assert r.url.path == "/spaces/ENG" and "to the trash" in r.text
     assert wiki.get(path).status_code == 404
-    assert query(wiki, "SELECT deleted, delete_reason FROM pages WHERE id = ?", pid) == [(1, "Old news")]
+    assert query(wiki.db, "SELECT deleted, delete_reason FROM pages WHERE id = ?", pid) == [(1, "Old news")]
     assert "Restore " in wiki.get("/spaces/ENG/trash").text
     r = wiki.post("/spaces/ENG/trash", data={"page": str(pid)})
-    assert r.url.path == path and query(wiki, "SELECT deleted FROM pages WHERE id = ?", pid) == [(0,)]
+    assert r.url.path == path and query(wiki.db, "SELECT deleted FROM pages WHERE id = ?", pid) == [(0,)]
 
 
 def test_search_filters_and_pagination(wiki):
@@ -182,7 +166,7 @@ def test_search_filters_and_pagination(wiki):
     params = {"space": "SUP", "category": "2", "sort": "oldest"}
     r = wiki.get("/search", params=params)
     rows = query(
-        wiki, "SELECT title FROM pages WHERE space_id = 5 AND category_id = 2 AND deleted = 0 ORDER BY created, id"
+        wiki.db, "SELECT title FROM pages WHERE space_id = 5 AND category_id = 2 AND deleted = 0 ORDER BY created, id"
     )
     pages = -(-len(rows) // 20)
     assert f"{len(rows):,} pages. Page 1 of {pages}." in r.text and f">{rows[0][0]}</a>" in r.text
