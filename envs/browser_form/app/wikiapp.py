@@ -449,13 +449,13 @@ async def wiki_page(request: Request, c: Ctx) -> Response:
     p, role = c.wiki_page(request.path_params["key"], request.path_params["slug"])
     err = ("", "")
     if request.method == "POST":
-        err = await page_action(c, p, role, await form_data(request))
+        d = await form_data(request)
+        err = await page_action(c, p, role, d)
+        if not err[0] and d.get("action") == "delete":  # the page is gone: back to its space
+            note = urlencode({"note": f"Moved {p['title']} to the trash."})
+            return RedirectResponse(f"/spaces/{p['key']}?{note}", status_code=303)
         if not err[0]:
-            if p["deleted"] or c.one("SELECT deleted FROM pages WHERE id = ?", p["id"])[0]:
-                note = urlencode({"note": f"Moved {p['title']} to the trash."})
-                return RedirectResponse(f"/spaces/{p['key']}?{note}", status_code=303)
             return RedirectResponse(href(p, "?saved=1"), status_code=303)
-        p = c.one(PAGE_SQL + " WHERE p.id = ?", p["id"])
     tags = c.all(
         "SELECT t.id, t.name FROM page_tags pt JOIN tags t ON t.id = pt.tag_id WHERE pt.page_id = ? ORDER BY t.name",
         p["id"],
