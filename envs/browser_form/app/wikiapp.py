@@ -80,6 +80,10 @@ class Refused(Exception):
     """The signed-in user's role does not allow the request (answered 403 with the message)."""
 
 
+class Missing(Exception):
+    """What the request names does not exist (answered 404 with the message)."""
+
+
 def page(title: str, body: str, user: sqlite3.Row | None = None, status: str = "", code: int = 200) -> HTMLResponse:
     links = '<a href="/">Spaces</a> <a href="/search">Search</a>'
     links += ' <a href="/login">Sign in</a>' if user is None else signed_in_as(user)
@@ -150,10 +154,10 @@ class Ctx:
         return self.con.execute(sql, args).fetchall()
 
     def space(self, key: str) -> tuple[sqlite3.Row, str]:
-        """The space and the user's role in it; LookupError or Refused when there is none."""
+        """The space and the user's role in it; Missing or Refused when there is none."""
         s = self.one("SELECT * FROM spaces WHERE key = ?", key)
         if s is None:
-            raise LookupError("No such space.")
+            raise Missing("No such space.")
         role = role_in(self.con, self.user["id"], s["id"])
         require(role, "reader", f"You are not a member of the {s['name']} space.")
         assert role is not None
@@ -163,7 +167,7 @@ class Ctx:
         s, role = self.space(key)
         p = self.one(PAGE_SQL + " WHERE p.space_id = ? AND p.slug = ? AND p.deleted = 0", s["id"], slug)
         if p is None:
-            raise LookupError("No such page.")
+            raise Missing("No such page.")
         return p, role
 
     def options(self, table_name: str) -> list[tuple[str, str]]:
@@ -181,7 +185,7 @@ def member_route(handler: Callable[[Request, Ctx], Awaitable[Response]]) -> Call
                 return to_login(request)
             try:
                 return await handler(request, Ctx(con, user))
-            except LookupError as why:
+            except Missing as why:
                 con.rollback()
                 return page("Not found", f"<p>{e(str(why))}</p>", user, code=404)
             except Refused as why:
@@ -288,7 +292,7 @@ async def trash(request: Request, c: Ctx) -> Response:
         d = await form_data(request)
         p = c.one(PAGE_SQL + " WHERE p.id = ? AND p.space_id = ? AND p.deleted = 1", d.get("page", ""), s["id"])
         if p is None:
-            raise LookupError("No such page in the trash.")
+            raise Missing("No such page in the trash.")
         c.con.execute("UPDATE pages SET deleted = 0, delete_reason = '', deleted_at = '' WHERE id = ?", (p["id"],))
         return RedirectResponse(href(p, "?saved=restored"), status_code=303)
     rows = c.all(PAGE_SQL + " WHERE p.space_id = ? AND p.deleted = 1 ORDER BY p.deleted_at DESC", s["id"])
@@ -621,7 +625,7 @@ async def preview(request: Request, c: Ctx) -> Response:
     role = role_in(c.con, c.user["id"], d["space_id"])
     p = None if d["page_id"] is None else c.one(PAGE_SQL + " WHERE p.id = ? AND p.deleted = 0", d["page_id"])
     if d["page_id"] is not None and p is None:
-        raise LookupError("The page of this draft is gone.")
+        raise Missing("The page of this draft is gone.")
     back = f"/spaces/{d['key']}/new" if p is None else href(p, "/edit")
     if request.method == "POST":
         require(role, "admin" if p is not None and p["protected"] else "editor", "You may not publish this page.")
@@ -676,7 +680,7 @@ async def history(request: Request, c: Ctx) -> Response:
             (await form_data(request)).get("revision", ""),
         )
         if old is None or old["number"] == p["revision"]:
-            raise LookupError("No such earlier revision.")
+            raise Missing("No such earlier revision.")
         clash = c.one(
             "SELECT id FROM pages WHERE space_id = ? AND slug = ? AND id != ?",
             p["space_id"],
@@ -727,7 +731,7 @@ def revision_of(c: Ctx, p: sqlite3.Row, raw: str) -> sqlite3.Row:
         raw,
     )
     if r is None:
-        raise LookupError("No such revision.")
+        raise Missing("No such revision.")
     return r
 
 
