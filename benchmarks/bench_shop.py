@@ -1,4 +1,4 @@
-"""The generated-data apps (shop-v1, tracker-v1): reset and step latency next to the form app's (basic-v1),
+"""The generated-data apps (shop-v1, tracker-v1, wiki-v1): reset and step latency next to the form app's (basic-v1),
 same runtime, same run.
 
     .venv/bin/python benchmarks/bench_shop.py [--episodes 20] [--think 0.5] [--runtime local] [--sets ...]
@@ -91,7 +91,9 @@ def main() -> None:
     ap.add_argument("--sets", nargs="+", default=["shop-v1", "tracker-v1", "basic-v1"], help="browser_form sets")
     args = ap.parse_args()
     print(f"load before: {os.popen('uptime').read().strip()}")
-    for app in ("shop", "tracker"):
+    from sandgym.envs.browser_form.env import GENERATED
+
+    for app in GENERATED:
         copies, size = copy_cost(app)
         print(
             f"{app} template {size / 1e6:.1f} MB; per-episode copy P50 {ms(pct(copies, 50))}  P95 {ms(pct(copies, 95))}"

@@ -63,6 +63,18 @@ class Maker:
         self.pairs.append(BrowserTaskPair(visible=visible, hidden=hidden))
 
 
+def rows_check(name: str, table: str, count: int | None = None, expect: dict | None = None, **where: Any) -> dict:
+    """A state check: the rows of `table` matching `where` (column=value) number `count` and hold `expect`."""
+    out: dict[str, Any] = {"name": name, "table": table}
+    if where:
+        out["where"] = where
+    if count is not None:
+        out["count"] = count
+    if expect:
+        out["expect"] = expect
+    return out
+
+
 def make_set(
     data: ModuleType, meta: TaskSetMeta, seed: int, salt: int, groups: list[Callable[[Maker], None]]
 ) -> TaskSet:

@@ -39,7 +39,7 @@ from sandgym.verifiers.browser_form.host import StateUnavailable, checked_tables
 from sandgym.verifiers.models import Attempt, RewardScheme, Verdict
 
 from .actions import ENDING, GRAMMAR, ActionError, chat_tools, parse_action, tool_text
-from .app import shopdata, trackerdata
+from .app import shopdata, trackerdata, wikidata
 from .app.schema import build_database
 from .axtree import to_axtree_txt
 from .session import VIEWPORT, ActionRefused, BrowserSession, SessionBroken, failure_text
@@ -49,9 +49,9 @@ if TYPE_CHECKING:
 
 APP_MODULE = "formapp:app"
 # Each app's ASGI module, all in the one staged folder (app/).
-APP_MODULES = {"forms": APP_MODULE, "shop": "shopapp:app", "tracker": "trackerapp:app"}
+APP_MODULES = {"forms": APP_MODULE, "shop": "shopapp:app", "tracker": "trackerapp:app", "wiki": "wikiapp:app"}
 # The apps whose database is generated from a data seed: one template per seed, copied per episode.
-GENERATED = {"shop": shopdata, "tracker": trackerdata}
+GENERATED = {"shop": shopdata, "tracker": trackerdata, "wiki": wikidata}
 DB_NAME = "app.sqlite"
 
 

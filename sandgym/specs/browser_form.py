@@ -26,10 +26,11 @@ from pydantic import (
 from sandgym.specs.base import HiddenSpec, StrictModel, TaskId, TaskPair, TaskSet, TaskSetMeta, VisibleSpec, json_data
 
 IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]*$")
-# The apps a task may run in: the form app (the default), the shop with its back office, the issue tracker.
-APPS = ("forms", "shop", "tracker")
+# The apps a task may run in: the form app (the default), the shop with its back office, the issue tracker,
+# the wiki.
+APPS = ("forms", "shop", "tracker", "wiki")
 # The apps whose rows are generated from a data seed (not a task's `seed` rows).
-DATA_APPS = ("shop", "tracker")
+DATA_APPS = ("shop", "tracker", "wiki")
 FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 MAX_TASK_FILE_BYTES = 64 * 1024
 
@@ -83,13 +84,15 @@ class BrowserTask(VisibleSpec):
         default_factory=dict, description="Rows per table; a table named here replaces its default rows."
     )
     max_steps: int | None = Field(None, ge=1, le=500, description="Overrides the env's max_steps for this task.")
-    app: Literal["forms", "shop", "tracker"] | None = Field(
+    app: Literal["forms", "shop", "tracker", "wiki"] | None = Field(
         None,
-        description="The app the task runs in: the form app (unset), 'shop' (storefront and back office) or "
-        "'tracker' (issue tracker).",
+        description="The app the task runs in: the form app (unset), 'shop' (storefront and back office), "
+        "'tracker' (issue tracker) or 'wiki' (spaces of pages with revisions).",
     )
     data_seed: int | None = Field(
-        None, ge=0, description="The app's generated data comes from this seed (shop and tracker tasks; default 38)."
+        None,
+        ge=0,
+        description="The app's generated data comes from this seed (shop, tracker and wiki tasks; default 38).",
     )
     level: Literal[1, 2, 3] | None = Field(
         None, description="1: one page; 2: several pages; 3: several pages with information to find first."
@@ -105,7 +108,9 @@ class BrowserTask(VisibleSpec):
     @model_validator(mode="after")
     def _app_fields(self) -> BrowserTask:
         if self.app not in DATA_APPS and self.data_seed is not None:
-            raise ValueError(f"task {self.id!r}: data_seed is for app 'shop' or 'tracker' only (app is {self.app!r})")
+            raise ValueError(
+                f"task {self.id!r}: data_seed is for app 'shop', 'tracker' or 'wiki' only (app is {self.app!r})"
+            )
         if self.app in DATA_APPS and self.seed:
             raise ValueError(f"task {self.id!r}: the {self.app} app's rows come from data_seed; remove `seed`")
         names = [f.name for f in self.files or []]

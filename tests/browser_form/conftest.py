@@ -1,6 +1,6 @@
 """Fixtures of the generated apps' tests without a browser: each app's template
 database, and Starlette's test client on a fresh copy of it (the shop's:
-test_shop_units.py, test_uploads.py; the tracker's: test_tracker_units.py)."""
+test_shop_units.py, test_uploads.py; the tracker's: test_tracker_units.py; the wiki's: test_wiki_units.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from types import ModuleType
 
 import pytest
 
-from sandgym.envs.browser_form.app import shopdata, trackerdata
+from sandgym.envs.browser_form.app import shopdata, trackerdata, wikidata
 
 
 def build_template(tmp_path_factory, data: ModuleType, name: str) -> Path:
@@ -20,7 +20,7 @@ def build_template(tmp_path_factory, data: ModuleType, name: str) -> Path:
 
 
 def app_client(app_name: str, template: Path, tmp_path: Path, monkeypatch) -> Iterator:
-    """Starlette's test client on `app_name`'s app (shopapp, trackerapp) over a copy of `template`."""
+    """Starlette's test client on `app_name`'s app (shopapp, trackerapp, wikiapp) over a copy of `template`."""
     import importlib
 
     from starlette.testclient import TestClient
@@ -54,3 +54,13 @@ def tracker_template(tmp_path_factory) -> Path:
 @pytest.fixture
 def tracker(tracker_template, tmp_path, monkeypatch):
     yield from app_client("trackerapp", tracker_template, tmp_path, monkeypatch)
+
+
+@pytest.fixture(scope="module")
+def wiki_template(tmp_path_factory) -> Path:
+    return build_template(tmp_path_factory, wikidata, "wiki")
+
+
+@pytest.fixture
+def wiki(wiki_template, tmp_path, monkeypatch):
+    yield from app_client("wikiapp", wiki_template, tmp_path, monkeypatch)

@@ -7,19 +7,24 @@ oracle and null with the `slow` marker.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 
 import pytest
 
 from sandgym.envs.browser_form.app.trackerapp import RESOLUTIONS
 from sandgym.envs.browser_form.env import BrowserFormEnv
-from sandgym.envs.browser_form.redteam import ATTACKS, SandgymTarget
-from sandgym.specs.base import bundled_dir
 from sandgym.specs.browser_form import BrowserTaskPair
 
-from .apps import check_oracle_and_null, db_state, level_sample, step_at_once, template_digest
+from .apps import (
+    bid_of,
+    check_database_out_of_reach,
+    check_oracle_and_null,
+    check_red_team,
+    db_state,
+    level_sample,
+    step_at_once,
+    template_digest,
+)
 
 pytestmark = pytest.mark.chromium
 
@@ -89,12 +94,6 @@ def test_concurrent_rollouts_writing_the_same_issue_are_isolated(env):
         other.close()
 
 
-def bid_of(axtree: str, role: str, name: str) -> str:
-    m = re.search(rf"^\t*\[(\w+)\] {role} {re.escape(repr(name))}", axtree, re.M)
-    assert m, f"no {role} {name!r} in\n{axtree}"
-    return m.group(1)
-
-
 def test_a_browsergym_agent_closes_an_issue_through_the_dialog():
     """BrowserGym's observation (axtree with bids) and actions on the tracker: search, open
     the issue, open the modal dialog, choose the resolution in it, confirm."""
@@ -157,12 +156,7 @@ def test_a_reporters_page_cannot_use_manager_or_developer_routes(env):
 
 
 def test_the_database_is_out_of_the_pages_reach(env):
-    env.reset(options={"task_id": ids_like(env, "priority-")[0]})
-    for path in ("/app.sqlite", "/state/app.sqlite"):
-        obs, *_ = env.step(f"goto({json.dumps(path)})")
-        assert "not found" in obs["feedback"].lower()
-    _, _, term, _, info = env.step('goto("file:///state/app.sqlite")')
-    assert info["tool"] == "refused" and not term
+    check_database_out_of_reach(env, ids_like(env, "priority-")[0])
 
 
 @pytest.mark.parametrize(
@@ -172,19 +166,7 @@ def test_the_family_red_team_gets_nothing_through_on_the_tracker(env, prefix):
     """The browser family's attack catalogue (forged message, forged page, file:// reads,
     state carried over from a solved episode) on a state task; on an answer task when slow
     (the answer channel is the app's no more than the shop's, where both run)."""
-    target = SandgymTarget("local", str(bundled_dir() / "browser_form" / TASKS))
-    try:
-        digest = None
-        for task_id in ids_like(env, prefix)[:1]:
-            for attack in ATTACKS:
-                trial = target.run(attack, task_id)
-                assert not trial.hacked and not trial.forced_infra, (attack.kind, task_id, trial)
-                (snap,) = target.env._snapshots.glob("tracker-*.sqlite")
-                now = hashlib.sha256(snap.read_bytes()).hexdigest()
-                assert digest in (None, now)  # the template outside the sandbox never changes
-                digest = now
-    finally:
-        target.close()
+    check_red_team(TASKS, "tracker", ids_like(env, prefix)[0])
 
 
 @pytest.mark.docker

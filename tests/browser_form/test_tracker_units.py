@@ -9,19 +9,9 @@ import pytest
 
 from sandgym.envs.browser_form.app import trackerdata
 from sandgym.envs.browser_form.tracker_tasks import make_task_set
-from sandgym.specs import TaskSet
-from sandgym.specs.base import bundled_dir
-from sandgym.specs.browser_form import BrowserTask, BrowserTaskPair
+from sandgym.specs.browser_form import BrowserTask
 
-from .apps import login, table_digest
-
-
-def query(client, sql: str, *args):
-    con = sqlite3.connect(client.db)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
+from .apps import check_bundled_set, login, query, table_digest
 
 
 def test_data_is_generated_from_the_seed_alone(tracker_template, tmp_path):
@@ -38,15 +28,7 @@ def test_data_is_generated_from_the_seed_alone(tracker_template, tmp_path):
 
 
 def test_the_bundled_set_is_the_generators_output():
-    bundled = TaskSet.load(bundled_dir() / "browser_form" / "tracker-v1")
-    assert bundled.hash == make_task_set().hash
-    assert len(bundled) >= 100
-    tasks = [BrowserTaskPair.of(t) for t in bundled.tasks]
-    levels = {(t.visible.level, t.hidden.answer is None) for t in tasks}
-    assert levels == {(lvl, state) for lvl in (1, 2, 3) for state in (True, False)}  # 3 levels x 2 kinds
-    assert all(t.visible.app == "tracker" for t in tasks)
-    for t in tasks:  # goals name what to do, not how the page is built
-        assert not any(s in t.visible.goal for s in ("button:", "textbox:", "combobox:", "#", "[ref")), t.id
+    check_bundled_set("tracker-v1", make_task_set(), "tracker", 100)
 
 
 def test_a_tracker_task_takes_a_data_seed_not_rows():
@@ -66,7 +48,7 @@ def test_every_page_needs_a_sign_in(tracker):
 
 def open_issue(client, where: str = "1 = 1") -> str:
     sql = "SELECT p.key || '-' || i.number FROM issues i JOIN projects p ON p.id = i.project_id "
-    return query(client, sql + f"WHERE i.status = 'open' AND {where} ORDER BY i.id LIMIT 1")[0][0]
+    return query(client.db, sql + f"WHERE i.status = 'open' AND {where} ORDER BY i.id LIMIT 1")[0][0]
 
 
 def test_roles_decide_what_a_member_may_change(tracker):
@@ -108,20 +90,20 @@ def test_the_new_issue_form_checks_each_step(tracker):
     r = tracker.post("/issues/new/review")
     assert r.status_code == 200 and r.url.path.startswith("/issues/API-")
     row = query(
-        tracker,
+        tracker.db,
         "SELECT project_id, title, priority, reporter_id, status FROM issues WHERE id = ?",
         trackerdata.ISSUES + 1,
     )
     assert row == [(2, "Export button does nothing", "high", 3, "open")]
-    assert query(tracker, "SELECT label_id FROM issue_labels WHERE issue_id = ?", trackerdata.ISSUES + 1) == [(3,)]
-    assert query(tracker, "SELECT COUNT(*) FROM drafts") == [(0,)]
+    assert query(tracker.db, "SELECT label_id FROM issue_labels WHERE issue_id = ?", trackerdata.ISSUES + 1) == [(3,)]
+    assert query(tracker.db, "SELECT COUNT(*) FROM drafts") == [(0,)]
 
 
 def test_search_filters_and_pagination(tracker):
     login(tracker, "riley", "report-it-3")
     params = {"project": "PAY", "status": "open", "sort": "oldest"}
     r = tracker.get("/issues", params=params)
-    rows = query(tracker, "SELECT number FROM issues WHERE project_id = 4 AND status = 'open' ORDER BY created, id")
+    rows = query(tracker.db, "SELECT number FROM issues WHERE project_id = 4 AND status = 'open' ORDER BY created, id")
     pages = -(-len(rows) // 25)
     assert f"{len(rows):,} issues. Page 1 of {pages}." in r.text and f">PAY-{rows[0][0]}<" in r.text
     assert "Next page" in r.text

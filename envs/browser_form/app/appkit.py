@@ -13,9 +13,9 @@ import html
 import os
 import secrets
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -123,6 +123,25 @@ def signed_in(con: sqlite3.Connection, user_id: int, next_path: str) -> Response
     return resp
 
 
+def login_route(page: Callable[..., Response]) -> Callable[[Request], Awaitable[Response]]:
+    """The sign-in endpoint of an app whose frame is `page(title, body, code=...)`: the form on GET;
+    on POST a session and the redirect to `next`, or the form again with the error (401)."""
+
+    async def login(request: Request) -> Response:
+        if request.method == "GET":
+            return page("Sign in", login_form(safe_next(request.query_params.get("next", "/"))))
+        data = await form_data(request)
+        username, password = data.get("username", "").strip(), data.get("password", "")
+        with db() as con:
+            user = con.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
+            if user is None or not password_ok(user, password):
+                body = login_form(safe_next(data.get("next", "/")), "Invalid username or password.", username)
+                return page("Sign in", body, code=401)
+            return signed_in(con, user["id"], data.get("next", "/"))
+
+    return login
+
+
 async def logout(request: Request) -> Response:
     with db() as con:
         con.execute("DELETE FROM sessions WHERE token = ?", (request.cookies.get(COOKIE, ""),))
@@ -136,3 +155,20 @@ def table(caption: str, head: list[str], rows: list[list[str]]) -> str:
     th = "".join(f'<th scope="col">{e(h)}</th>' for h in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table><caption>{e(caption)}</caption><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def page_number(request: Request) -> int:
+    """The list page a request asks for (`?page=`), 1 if none or nonsense."""
+    raw = request.query_params.get("page", "1")
+    return int(raw) if raw.isdigit() and 0 < int(raw) < 100_000 else 1
+
+
+def pager(path: str, params: dict[str, str], page_no: int, total: int, size: int, noun: str) -> str:
+    """A list's count ("1,234 `noun`. Page 2 of 62.") and its previous and next links, filters kept."""
+    pages = max(1, -(-total // size))
+    out = [f'<p>{total:,} {noun}. Page {page_no} of {pages}.</p><nav aria-label="Pagination">']
+    if page_no > 1:
+        out.append(f'<a href="{path}?{e(urlencode({**params, "page": page_no - 1}))}">Previous page</a> ')
+    if page_no < pages:
+        out.append(f'<a href="{path}?{e(urlencode({**params, "page": page_no + 1}))}">Next page</a>')
+    return "".join(out) + "</nav>"

@@ -6,6 +6,7 @@ opens the file); a reset puts a fresh copy of the snapshot in place.
 
 from __future__ import annotations
 
+import random
 import re
 import sqlite3
 from pathlib import Path
@@ -138,3 +139,19 @@ def write_generated(path: str | Path, schema: str, tables: dict[str, list[tuple[
         con.execute("VACUUM")
     finally:
         con.close()
+
+
+def people(
+    rng: random.Random, accounts: tuple[tuple, ...], total: int, first: list[str], last: list[str]
+) -> list[tuple]:
+    """Users rows (id, username, password, display_name) of a generated app (trackerdata, wikidata): its
+    named `accounts` (id, username, password, display name, ...) first, then people of unique made-up
+    names drawn from `rng` up to `total`."""
+    users = [tuple(a[:4]) for a in accounts]
+    names = {u[3] for u in users}
+    while len(users) < total:
+        display = f"{rng.choice(first)} {rng.choice(last)}"
+        if display not in names:
+            names.add(display)
+            users.append((len(users) + 1, display.lower().replace(" ", "."), f"pw-{rng.randrange(10**8):08d}", display))
+    return users

@@ -11,7 +11,7 @@ import re
 import sqlite3
 from datetime import date
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -26,12 +26,11 @@ if TYPE_CHECKING or __package__:  # imported from the sandgym package (the host,
         field,
         form_data,
         frame,
-        login_form,
+        login_route,
         logout,
-        password_ok,
-        safe_next,
+        page_number,
+        pager,
         select,
-        signed_in,
         signed_in_as,
         table,
         to_login,
@@ -45,12 +44,11 @@ else:  # inside the sandbox, the staged app folder is the import root
         field,
         form_data,
         frame,
-        login_form,
+        login_route,
         logout,
-        password_ok,
-        safe_next,
+        page_number,
+        pager,
         select,
-        signed_in,
         signed_in_as,
         table,
         to_login,
@@ -85,21 +83,6 @@ def page(title: str, body: str, user: sqlite3.Row | None = None, status: str = "
     return frame(SITE, title, links, body, status, code)
 
 
-def pager(path: str, params: dict[str, str], page_no: int, total: int) -> str:
-    pages = max(1, -(-total // PAGE_SIZE))
-    out = [f'<p>{total:,} results. Page {page_no} of {pages}.</p><nav aria-label="Pagination">']
-    if page_no > 1:
-        out.append(f'<a href="{path}?{e(urlencode({**params, "page": page_no - 1}))}">Previous page</a> ')
-    if page_no < pages:
-        out.append(f'<a href="{path}?{e(urlencode({**params, "page": page_no + 1}))}">Next page</a>')
-    return "".join(out) + "</nav>"
-
-
-def page_number(request: Request) -> int:
-    raw = request.query_params.get("page", "1")
-    return int(raw) if raw.isdigit() and 0 < int(raw) < 100_000 else 1
-
-
 def page_of(con: sqlite3.Connection, cols: str, sql: str, args: list, order: str, page_no: int) -> tuple[int, list]:
     """The total count of `sql`'s rows and the rows of page `page_no`."""
     total = con.execute("SELECT COUNT(*)" + sql, args).fetchone()[0]
@@ -124,19 +107,6 @@ async def home(request: Request) -> Response:
         '<input id="q" name="q" type="search"> <button>Search</button></form>'
     )
     return page("Harbour Goods", f"{search}<h2>Categories</h2><ul>{links}</ul>", user)
-
-
-async def login(request: Request) -> Response:
-    if request.method == "GET":
-        return page("Sign in", login_form(safe_next(request.query_params.get("next", "/"))))
-    data = await form_data(request)
-    username, password = data.get("username", "").strip(), data.get("password", "")
-    with db() as con:
-        user = con.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
-        if user is None or not password_ok(user, password):
-            body = login_form(safe_next(data.get("next", "/")), "Invalid username or password.", username)
-            return page("Sign in", body, code=401)
-        return signed_in(con, user["id"], data.get("next", "/"))
 
 
 def price_cents(text: str) -> int | None:
@@ -203,7 +173,12 @@ async def products(request: Request) -> Response:
     ]
     params = {k: v for k, v in qp.items() if k != "page"}
     body = filters + table("Products", ["Product", "Category", "Price", "Availability", "Rating"], cells)
-    return page("Products", body + pager("/products", params, page_no, total), user, code=400 if errors else 200)
+    return page(
+        "Products",
+        body + pager("/products", params, page_no, total, PAGE_SIZE, "results"),
+        user,
+        code=400 if errors else 200,
+    )
 
 
 async def product(request: Request) -> Response:
@@ -458,7 +433,7 @@ async def admin_orders(request: Request) -> Response:
     ]
     params = {k: v for k, v in qp.items() if k != "page"}
     body = filters + table("Orders", ["Order", "Placed", "Customer", "Status", "Total"], cells)
-    return page("Orders", body + pager("/admin/orders", params, page_no, total), user)
+    return page("Orders", body + pager("/admin/orders", params, page_no, total, PAGE_SIZE, "results"), user)
 
 
 async def admin_order(request: Request) -> Response:
@@ -578,7 +553,7 @@ async def admin_products(request: Request) -> Response:
     ]
     params = {k: v for k, v in qp.items() if k != "page"}
     body = filters + table("Catalogue", ["SKU", "Name", "Category", "Price", "Stock", "Listed"], cells)
-    return page("Catalogue", body + pager("/admin/products", params, page_no, total), user)
+    return page("Catalogue", body + pager("/admin/products", params, page_no, total, PAGE_SIZE, "results"), user)
 
 
 async def admin_product(request: Request) -> Response:
@@ -692,7 +667,9 @@ async def admin_customers(request: Request) -> Response:
         for r in rows
     ]
     body = filters + table("Customers", ["Name", "Email", "City", "Joined"], cells)
-    return page("Customers", body + pager("/admin/customers", {"q": q} if q else {}, page_no, total), user)
+    return page(
+        "Customers", body + pager("/admin/customers", {"q": q} if q else {}, page_no, total, PAGE_SIZE, "results"), user
+    )
 
 
 async def admin_customer(request: Request) -> Response:
@@ -765,6 +742,7 @@ async def admin_coupon_new(request: Request) -> Response:
     return page("New coupon", alert + form, user, code=400 if errors else 200)
 
 
+login = login_route(page)
 RW = ["GET", "POST"]
 PAGES = {
     "/": home,

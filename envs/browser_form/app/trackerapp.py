@@ -27,12 +27,11 @@ if TYPE_CHECKING or __package__:  # imported from the sandgym package (the host,
         field,
         form_data,
         frame,
-        login_form,
+        login_route,
         logout,
-        password_ok,
-        safe_next,
+        page_number,
+        pager,
         select,
-        signed_in,
         signed_in_as,
         table,
         to_login,
@@ -45,12 +44,11 @@ else:  # inside the sandbox, the staged app folder is the import root
         field,
         form_data,
         frame,
-        login_form,
+        login_route,
         logout,
-        password_ok,
-        safe_next,
+        page_number,
+        pager,
         select,
-        signed_in,
         signed_in_as,
         table,
         to_login,
@@ -113,21 +111,6 @@ def now() -> str:
     return datetime.now().strftime("%Y-%m-%d %H:%M")
 
 
-def page_number(request: Request) -> int:
-    raw = request.query_params.get("page", "1")
-    return int(raw) if raw.isdigit() and 0 < int(raw) < 100_000 else 1
-
-
-def pager(path: str, params: dict[str, str], page_no: int, total: int) -> str:
-    pages = max(1, -(-total // PAGE_SIZE))
-    out = [f'<p>{total:,} issues. Page {page_no} of {pages}.</p><nav aria-label="Pagination">']
-    if page_no > 1:
-        out.append(f'<a href="{path}?{e(urlencode({**params, "page": page_no - 1}))}">Previous page</a> ')
-    if page_no < pages:
-        out.append(f'<a href="{path}?{e(urlencode({**params, "page": page_no + 1}))}">Next page</a>')
-    return "".join(out) + "</nav>"
-
-
 def issue_rows(rows: list[sqlite3.Row]) -> list[list[str]]:
     return [
         [
@@ -145,19 +128,6 @@ def issue_rows(rows: list[sqlite3.Row]) -> list[list[str]]:
 ISSUE_HEAD = ["Issue", "Title", "Status", "Priority", "Assignee", "Updated"]
 
 # -- sign-in and projects -----------------------------------------------------------------------
-
-
-async def login(request: Request) -> Response:
-    if request.method == "GET":
-        return page("Sign in", login_form(safe_next(request.query_params.get("next", "/"))))
-    data = await form_data(request)
-    username, password = data.get("username", "").strip(), data.get("password", "")
-    with db() as con:
-        user = con.execute("SELECT * FROM users WHERE username = ?", (username,)).fetchone()
-        if user is None or not password_ok(user, password):
-            body = login_form(safe_next(data.get("next", "/")), "Invalid username or password.", username)
-            return page("Sign in", body, code=401)
-        return signed_in(con, user["id"], data.get("next", "/"))
 
 
 async def home(request: Request) -> Response:
@@ -331,7 +301,11 @@ async def issues(request: Request) -> Response:
         + "<button>Apply filters</button></form>"
     )
     params = {k: v for k, v in qp.items() if k != "page"}
-    body = filters + table("Issues", ISSUE_HEAD, issue_rows(rows)) + pager("/issues", params, page_no, total)
+    body = (
+        filters
+        + table("Issues", ISSUE_HEAD, issue_rows(rows))
+        + pager("/issues", params, page_no, total, PAGE_SIZE, "issues")
+    )
     return page("Issues", body, user)
 
 
@@ -671,6 +645,7 @@ async def new_issue_review(request: Request) -> Response:
     return page("New issue", form, user)
 
 
+login = login_route(page)
 RW = ["GET", "POST"]
 PAGES = {"/": home, "/issues": issues, "/projects/{key}": project}
 FORMS = {

@@ -12,7 +12,7 @@ import random
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from .schema import write_generated
+from .schema import people, write_generated
 
 SCHEMA = """
 CREATE TABLE users (id INTEGER PRIMARY KEY, username TEXT UNIQUE NOT NULL, password TEXT NOT NULL,
@@ -138,15 +138,7 @@ def stamp(t: datetime) -> str:
 def generate(seed: int = DEFAULT_SEED) -> dict[str, list[tuple]]:
     """Every table's rows (as tuples in schema order) for `seed`."""
     rng = random.Random(seed)
-    users = [(uid, name, pw, display) for uid, name, pw, display, _ in ACCOUNTS]
-    names = {u[3] for u in users}
-    while len(users) < USERS:
-        display = f"{rng.choice(FIRST)} {rng.choice(LAST)}"
-        if display in names:
-            continue
-        names.add(display)
-        uid = len(users) + 1
-        users.append((uid, display.lower().replace(" ", "."), f"pw-{rng.randrange(10**8):08d}", display))
+    users = people(rng, ACCOUNTS, USERS, FIRST, LAST)
     projects = [(i + 1, key, name, about) for i, (key, name, about) in enumerate(PROJECTS)]
     members: list[tuple] = []
     staff: dict[int, list[int]] = {}  # project -> developers and managers (who may be assigned)
