@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -379,8 +380,22 @@ def edit_checks(p: sqlite3.Row, summary: str, **now: Any) -> list[dict]:
 # -- several pages, something to find first ---------------------------------------------------------
 
 
-def first_two(m: Maker, sql: str, *args: Any) -> list[sqlite3.Row]:
-    return m.rows(sql + " LIMIT 2", *args)
+def clear_top(
+    m: Maker,
+    options: list[sqlite3.Row],
+    sql: str,
+    space_id: int,
+    key: str,
+    also: Callable[[sqlite3.Row], bool] = lambda row: True,
+) -> tuple[sqlite3.Row, list[sqlite3.Row]]:
+    """The first of `options` (in a seeded order) whose two first pages by
+    `sql` (space_id, option id) differ in `key`, so the question has one
+    answer, and whose first page passes `also`; the option and those pages."""
+    for option in m.rng.sample(options, len(options)):
+        top = m.rows(sql + " LIMIT 2", space_id, option["id"])
+        if len(top) == 2 and top[0][key] != top[1][key] and also(top[0]):
+            break
+    return option, top
 
 
 def find_first_tasks(m: Maker) -> None:
@@ -388,10 +403,7 @@ def find_first_tasks(m: Maker) -> None:
     tags, cats = m.rows("SELECT * FROM tags"), m.rows("SELECT * FROM categories")
     tagged = LIVE + "AND p.space_id = ? AND p.id IN (SELECT page_id FROM page_tags WHERE tag_id = ?) "
     for s in spaces:
-        for tag in m.rng.sample(tags, len(tags)):
-            top = first_two(m, tagged + "ORDER BY p.updated DESC, p.id DESC", s["id"], tag["id"])
-            if len(top) == 2 and top[0]["updated"] != top[1]["updated"]:
-                break
+        tag, top = clear_top(m, tags, tagged + "ORDER BY p.updated DESC, p.id DESC", s["id"], "updated")
         ask(
             m,
             f"latest-tag-{s['key']}",
@@ -403,10 +415,8 @@ def find_first_tasks(m: Maker) -> None:
         )
     in_cat = LIVE + "AND p.space_id = ? AND p.category_id = ? "
     for s in spaces:
-        for cat in m.rng.sample(cats, len(cats)):
-            top = first_two(m, in_cat + "ORDER BY p.revision DESC, p.updated DESC, p.id DESC", s["id"], cat["id"])
-            if len(top) == 2 and top[0]["revision"] > top[1]["revision"]:
-                break
+        order = "ORDER BY p.revision DESC, p.updated DESC, p.id DESC"
+        cat, top = clear_top(m, cats, in_cat + order, s["id"], "revision")
         ask(
             m,
             f"most-revised-{s['key']}",
@@ -418,10 +428,7 @@ def find_first_tasks(m: Maker) -> None:
             top[0]["creator"],
         )
     for s in spaces:
-        for tag in m.rng.sample(tags, len(tags)):
-            top = first_two(m, tagged + "ORDER BY p.created, p.id", s["id"], tag["id"])
-            if len(top) == 2 and top[0]["created"] != top[1]["created"]:
-                break
+        tag, top = clear_top(m, tags, tagged + "ORDER BY p.created, p.id", s["id"], "created")
         ask(
             m,
             f"oldest-tag-{s['key']}",
@@ -479,13 +486,21 @@ def find_first_tasks(m: Maker) -> None:
             ],
         )
     review = next(t for t in tags if t["name"] == "needs-review")
+
+    def tags_of(page: sqlite3.Row) -> set[int]:
+        return {r["tag_id"] for r in m.rows("SELECT tag_id FROM page_tags WHERE page_id = ?", page["id"])}
+
     for s in spaces:
-        for cat in m.rng.sample(cats, len(cats)):
-            top = first_two(m, in_cat + "ORDER BY p.created, p.id", s["id"], cat["id"])
-            had = {r["tag_id"] for r in m.rows("SELECT tag_id FROM page_tags WHERE page_id = ?", top[0]["id"])}
-            if top[0]["created"] != top[1]["created"] and review["id"] not in had:
-                break
+        cat, top = clear_top(
+            m,
+            cats,
+            in_cat + "ORDER BY p.created, p.id",
+            s["id"],
+            "created",
+            lambda page: review["id"] not in tags_of(page),
+        )
         p = top[0]
+        had = tags_of(p)
         m.add(
             f"review-oldest-{s['key']}",
             3,
