@@ -23,7 +23,10 @@ class EnvOptions(BaseModel):
     """An env's options (make() kwargs, `-o KEY=VALUE`), checked strictly up
     front: "abc" is no number, 1 no bool, an unknown name an error."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # defer_build: `import sandgym` reads each family's defaults (model_fields,
+    # collected with the class); the validator is built when an env of that
+    # family first checks its options, not for every family at every start.
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     # Every env takes these two. They may be objects (a TaskSet, a Runtime)
     # the floor does not know, so the env checks them itself, when it loads
