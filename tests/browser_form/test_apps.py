@@ -20,7 +20,7 @@ from sandgym.specs import TaskSet
 from sandgym.specs.base import bundled_dir
 from sandgym.specs.browser_form import BrowserTaskPair
 
-from .apps import check_oracle_and_null, play
+from .apps import check_oracle_and_null, first_of_each_app, play
 
 TASKS = "apps-v1"
 # The per-app sets apps-v1 is made of, and their content hashes when it was made: they must not move.
@@ -52,14 +52,6 @@ def test_the_bundled_set_is_the_generators_output_and_the_app_sets_keep_their_ha
     assert whole.ids == apps.ids and whole.hash == apps.hash
 
 
-def first_of_each_app(env: BrowserFormEnv) -> list[str]:
-    """Per app, in id order, the task whose oracle is shortest (the first of those)."""
-    chosen: dict[str, str] = {}
-    for tid in sorted(env.task_set.ids, key=lambda t: len(env.task_set.get(t).hidden.oracle)):
-        chosen.setdefault(BrowserTaskPair.of(env.task_set.get(tid)).visible.app or "", tid)
-    return sorted(chosen.values())
-
-
 @pytest.mark.chromium
 def test_one_env_plays_each_app_in_turn():
     """A mixed set: each task whose app differs from the running one gets that app's sandbox,
@@ -84,7 +76,7 @@ def play_whole_set(runtime: str) -> None:
     load0, t0 = os.getloadavg(), time.monotonic()
     try:
         for task_id in e.task_set.ids:
-            _, reward, info = play(e, task_id, list(e.task_set.get(task_id).hidden.oracle))
+            _, reward, info = play(e, task_id, list(BrowserTaskPair.of(e.task_set.get(task_id)).hidden.oracle))
             if info["outcome"] == "passed" and reward == 1.0:
                 counts["oracle passed"] += 1
             else:

@@ -23,6 +23,7 @@ from sandgym.runtimes.docker.browser import ContainerBrowserSandbox
 from sandgym.runtimes.k8s.browser import PodBrowserSandbox
 
 from . import test_env as on_local
+from .apps import check_oracle_and_null, first_of_each_app
 from .test_miniwob import scripted_passes_and_null_fails
 
 BACKEND_IDS = {"local": "local", "docker": "docker", "docker:runsc": "runsc", "k8s": "k8s", "k8s:gvisor": "k8s-gvisor"}
@@ -154,6 +155,25 @@ def test_miniwob_pages_score_their_scripted_policy_and_not_the_null_one(request,
     try:
         obs, _ = env.reset(seed=5)
         scripted_passes_and_null_fails(env, task, obs)
+    finally:
+        env.close()
+
+
+# The three apps (apps-v1) off local and docker (runc), whose own tests play samples there
+# (test_apps.py, test_shop.py, test_tracker.py, test_wiki.py): one task per app, oracle and null.
+APP_BACKENDS = [
+    pytest.param(b, marks=[*_marks(b), *([pytest.mark.slow] if b == "k8s:gvisor" else [])], id=BACKEND_IDS[b])
+    for b in ("docker:runsc", "k8s", "k8s:gvisor")
+]
+
+
+@pytest.mark.parametrize("backend", APP_BACKENDS)
+def test_each_app_passes_its_oracle_and_fails_its_null(request, backend):
+    needs_cluster(request, backend)
+    env = BrowserFormEnv(tasks="apps-v1", runtime=backend)
+    try:
+        for task_id in first_of_each_app(env):  # each app a new sandbox
+            check_oracle_and_null(env, task_id)
     finally:
         env.close()
 
