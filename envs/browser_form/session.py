@@ -9,6 +9,7 @@ while the agent acts, and a reset only takes a context no page has used.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import time
 from collections.abc import Awaitable, Callable, Coroutine
@@ -363,7 +364,7 @@ class BrowserSession:
 
         async def load_and_snapshot() -> str:
             if url is not None:
-                await _goto(page, url)
+                await _goto_warming(page, url)
             try:
                 return await page.aria_snapshot(mode="ai", timeout=LOAD_TIMEOUT_MS)
             except PlaywrightError as e:
@@ -520,6 +521,16 @@ class _SnapshotFailed(Exception):
 
 async def _goto(page: Page, url: str) -> None:
     await page.goto(url, wait_until="load")
+
+
+async def _goto_warming(page: Page, url: str) -> None:
+    """page.goto(url) until "load", with Playwright's page script set up in the new document
+    while it loads: its first snapshot there (the env's next call) then only reads the page.
+    Playwright sets that script up in each document on first use (the bulk of a fresh
+    context's first snapshot); from the commit on, the document it goes into exists."""
+    await page.goto(url, wait_until="commit")
+    # A count of <html> in the main world (where snapshots run) is the cheapest call that sets it up.
+    await asyncio.gather(page.wait_for_load_state("load", timeout=LOAD_TIMEOUT_MS), page.locator("html").count())
 
 
 async def warm_utility_world(page: Page) -> None:

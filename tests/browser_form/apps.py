@@ -41,6 +41,14 @@ def level_sample(env, shortest: bool = False) -> list[str]:
     return sorted(chosen.values())
 
 
+def first_of_each_app(env) -> list[str]:
+    """Per app of a mixed set (apps-v1), the task whose oracle is shortest (the first of those in id order)."""
+    chosen: dict[str, str] = {}
+    for tid in sorted(env.task_set.ids, key=lambda t: len(env.task_set.get(t).hidden.oracle)):
+        chosen.setdefault(env.task_set.get(tid).visible.app, tid)
+    return sorted(chosen.values())
+
+
 def check_oracle_and_null(env, task_id: str) -> None:
     """The task's oracle passes with reward 1; its null actions fail with a valid reward 0."""
     obs, reward, info = play(env, task_id, list(env.task_set.get(task_id).hidden.oracle))

@@ -24,6 +24,7 @@ from sandgym.runtimes.docker.browser import ContainerBrowserSandbox
 from sandgym.runtimes.k8s.browser import PodBrowserSandbox
 
 from . import test_env as on_local
+from .apps import check_oracle_and_null, first_of_each_app
 from .test_miniwob import scripted_passes_and_null_fails
 
 BACKEND_IDS = {"local": "local", "docker": "docker", "docker:runsc": "runsc", "k8s": "k8s", "k8s:gvisor": "k8s-gvisor"}
@@ -156,6 +157,29 @@ def test_miniwob_pages_score_their_scripted_policy_and_not_the_null_one(request,
     try:
         obs, _ = env.reset(seed=5)
         scripted_passes_and_null_fails(env, task, obs)
+    finally:
+        env.close()
+
+
+# The three apps (apps-v1) off local and docker (runc), whose own tests play samples there
+# (test_apps.py, test_shop.py, test_tracker.py, test_wiki.py). Each app is a sandbox of its own (a
+# pod on k8s, 10-20 s to launch): by default one app per backend, each app somewhere (CI time);
+# with SANDGYM_SLOW=1 every app on every one. One task per app, oracle and null.
+APP_BACKENDS = [
+    pytest.param(b, app, marks=_marks(b), id=BACKEND_IDS[b])
+    for b, app in (("docker:runsc", "shop"), ("k8s", "wiki"), ("k8s:gvisor", "tracker"))
+]
+
+
+@pytest.mark.parametrize(("backend", "app"), APP_BACKENDS)
+def test_the_apps_pass_their_oracle_and_fail_their_null(request, backend, app):
+    needs_cluster(request, backend)
+    env = BrowserFormEnv(tasks="apps-v1", runtime=backend)
+    try:
+        every = os.environ.get("SANDGYM_SLOW") == "1"
+        for task_id in first_of_each_app(env):  # each app a new sandbox
+            if every or task_id.startswith(f"{app}/"):
+                check_oracle_and_null(env, task_id)
     finally:
         env.close()
 
