@@ -402,7 +402,7 @@ def _reproductions(
     pairs = pairs[:MAX_STATIC_RUNS]
     if not pairs:
         return
-    outcomes = run_outcomes([r for _, r in pairs], after, mutated, env, runtime)
+    outcomes = run_outcomes([r for _, r in pairs], after, mutated, env, runtime, fixed_twice=True)
     for (t, r), (buggy, fixed) in zip(pairs, outcomes, strict=True):
         done = filled(r, buggy, fixed)
         if done is None:

@@ -79,12 +79,20 @@ def outcome_of(detail: str) -> tuple[str, str] | None:
 
 
 def run_outcomes(
-    repros: list[Repro], tree: Path, mutated: dict[str, str], environment, runtime, timeout_s: float = 120.0
+    repros: list[Repro],
+    tree: Path,
+    mutated: dict[str, str],
+    environment,
+    runtime,
+    timeout_s: float = 120.0,
+    fixed_twice: bool = False,
 ) -> list[tuple[tuple[str, str] | None, tuple[str, str] | None]]:
     """Per reproduction (each runnable), its (outcome, message) on the buggy
     library (`tree` with the `mutated` files in) and on the fixed one (`tree`
     as it is), None where none was recorded: one sandbox run per side for all
-    of them. The tree is left as it was found."""
+    of them. With `fixed_twice` the fixed side runs again and an outcome that
+    changed between the two runs (time, randomness, a temporary path) is None.
+    The tree is left as it was found."""
     from sandgym.verifiers.swe_repo.sandbox import run_tests
 
     check = tree / CHECK_FILE
@@ -93,7 +101,7 @@ def run_outcomes(
     seen: dict[str, list[tuple[str, str] | None]] = {}
     try:
         check.write_text(check_module(repros), encoding="utf-8")
-        for state in ("buggy", "fixed"):
+        for state in ("buggy", "fixed", "again") if fixed_twice else ("buggy", "fixed"):
             for p, text in (mutated if state == "buggy" else originals).items():
                 (tree / p).write_text(text, encoding="utf-8")
             run = run_tests(runtime, tree, environment, ids, timeout_s)
@@ -102,7 +110,10 @@ def run_outcomes(
         for p, text in originals.items():
             (tree / p).write_text(text, encoding="utf-8")
         check.unlink(missing_ok=True)
-    return list(zip(seen["buggy"], seen["fixed"], strict=True))
+    fixed = seen["fixed"]
+    if fixed_twice:
+        fixed = [a if a == b else None for a, b in zip(fixed, seen["again"], strict=True)]
+    return list(zip(seen["buggy"], fixed, strict=True))
 
 
 def tells_apart(

@@ -434,7 +434,12 @@ def _substitutions(
 
 
 def _standalone(
-    tree: ast.Module, subject: ast.expr, expected_node: ast.expr | None, prior: list[ast.stmt], imports: dict[str, str]
+    tree: ast.Module,
+    subject: ast.expr,
+    expected_node: ast.expr | None,
+    prior: list[ast.stmt],
+    imports: dict[str, str],
+    helper_lines: int = 0,
 ) -> tuple[list[ast.stmt], list[ast.FunctionDef], set[str]] | str:
     """(the setup with the helpers it needs first, those helpers, the names the
     setup binds) when `subject` and the statements before it run on their own
@@ -446,7 +451,7 @@ def _standalone(
     used = set(line_names)
     for s in setup:
         used |= _free_names(s)
-    helpers = _helpers_needed(tree, used - set(imports) - _BUILTINS, imports)
+    helpers = _helpers_needed(tree, used - set(imports) - _BUILTINS, imports, helper_lines or MAX_HELPER_LINES)
     if isinstance(helpers, str):
         return helpers
     known = set(imports) | _BUILTINS | {h.name for h in helpers}
@@ -484,7 +489,9 @@ def _all_loads(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _helpers_needed(tree: ast.Module, names: set[str], imports: dict[str, str]) -> list[ast.FunctionDef] | str:
+def _helpers_needed(
+    tree: ast.Module, names: set[str], imports: dict[str, str], max_lines: int = MAX_HELPER_LINES
+) -> list[ast.FunctionDef] | str:
     """The test module's own small functions the reproduction calls (and
     those they call), to be copied into it: undecorated, not tests, a few
     lines, using only imports, builtins and each other."""
@@ -500,7 +507,7 @@ def _helpers_needed(tree: ast.Module, names: set[str], imports: dict[str, str]) 
         if name in picked:
             continue
         fn = defs[name]
-        if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > MAX_HELPER_LINES:
+        if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > max_lines:
             return f"the helper {name}() is too long to copy"
         picked[name] = fn
         args = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
@@ -583,6 +590,10 @@ def _calls_import(node: ast.AST, imports: dict[str, str]) -> bool:
     return False
 
 
+STATIC_HELPER_LINES = 15  # read from the source, a reproduction may carry a longer helper
+STATIC_SETUP_LINES = 24
+
+
 def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list[Repro]:
     """Reproductions of a test read from its source alone, for when pytest's
     report gives none (its module failed to import on the start state, the
@@ -610,8 +621,13 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
     if func is None:
         return []
     subst = _substitutions(func, module_values, imports, idpart, test_source)
-    if isinstance(subst, str) or _needs_fixtures(func, tree, set(subst)):
+    if isinstance(subst, str) or _needs_fixtures(func, tree, set(subst) | {"tmp_path"}):
         return []
+    imports = dict(imports)
+    prelude: list[ast.stmt] = []
+    if "tmp_path" in {a.arg for a in func.args.args}:  # pytest's fixture, made by hand
+        imports |= {"tempfile": "import tempfile", "pathlib": "import pathlib"}
+        prelude = [ast.parse("tmp_path = pathlib.Path(tempfile.mkdtemp())").body[0]]
     found: list[Repro] = []
     for i, raw in enumerate(func.body):
         stmt, raises, prior = raw, "", list(func.body[:i])
@@ -641,15 +657,15 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
             subject = stmt.value
         else:
             continue  # a plain statement: setup of the ones after it
-        alone = _standalone(tree, subject, expected_node, prior, imports)
+        alone = _standalone(tree, subject, expected_node, [*prelude, *prior], imports, STATIC_HELPER_LINES)
         if isinstance(alone, str):
             continue
         setup, helpers, bound = alone
         call, lines = ast.unparse(subject), [ast.unparse(s) for s in setup]
         if (
             len(call) > MAX_VALUE_CHARS
-            or sum(x.count("\n") + 1 for x in lines) > MAX_SETUP_LINES
-            or sum(map(len, lines)) > MAX_SETUP_CHARS
+            or sum(x.count("\n") + 1 for x in lines) > STATIC_SETUP_LINES
+            or sum(map(len, lines)) > 2 * MAX_SETUP_CHARS
         ):
             break  # the later ones only grow
         needed = sorted({imports[u] for node in [subject, *setup] for u in _all_loads(node) if u in imports})

@@ -145,9 +145,11 @@ def test_many_reproductions_run_in_one_sandbox_per_side(tmp_path, runtime):
     tree = _tree(tmp_path)
     mutated = {"mylib/__init__.py": BUGGY}
     repros = [_repro("double(2)"), _repro("name(2)"), _repro("double(y)", ("y = {}",))]
-    outcomes = run_outcomes(repros, tree, mutated, Env(), runtime)
+    repros.append(_repro("double(random.random())", ("import random",)))
+    outcomes = run_outcomes(repros, tree, mutated, Env(), runtime, fixed_twice=True)
     assert outcomes[0] == (("returned 6", ""), ("returned 4", ""))
     assert outcomes[1] == (("returned 'n'", ""), ("returned 'n'", ""))
     buggy, fixed = outcomes[2]
     assert buggy is not None and buggy[0] == "raised TypeError" and "dict" in buggy[1]
+    assert outcomes[3][1] is None  # the fixed library gave two answers: it tells nothing
     assert (tree / "mylib" / "__init__.py").read_text() == LIB and not (tree / CHECK_FILE).exists()
