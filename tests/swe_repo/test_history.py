@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from sandgym.envs.swe_repo.history import classify, fix_commits, make_history
+from sandgym.envs.swe_repo.history import classify, fix_commits, make_history, rewrite_located
 from sandgym.specs import TaskSet
 from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import start_state
@@ -124,6 +124,12 @@ def build_repo(root: Path) -> tuple[Path, dict[str, str]]:
     append(repo, "tests/test_calc.py", '\n\ndef test_shout():\n    assert shout("hi") == "HI!"\n')
     git(repo, "commit", "-q", "-am", "Fix #2")
     commits["fix2"] = git(repo, "rev-parse", "HEAD")
+    # fix 3: a new function its tests import, so on the parent the whole test module fails to import
+    append(repo, "tinycalc/calc.py", "\n\ndef double(x):\n    return 2 * x\n")
+    edit(repo, "tests/test_calc.py", "import add, clamp, shout", "import add, clamp, double, shout")
+    append(repo, "tests/test_calc.py", "\n\ndef test_double():\n    assert double(4) == 8\n")
+    git(repo, "commit", "-q", "-am", "Add double")
+    commits["fix3"] = git(repo, "rev-parse", "HEAD")
     write(repo, "tinycalc/calc.py", (repo / "tinycalc/calc.py").read_text() + "\n\ndef future():\n    return 1\n")
     git(repo, "commit", "-q", "-am", "the future")
     git(repo, "tag", "v9")
@@ -141,7 +147,7 @@ def test_classify_keeps_source_and_test_changes_only():
 def test_fix_commits_are_found_oldest_first(tmp_path):
     repo, commits = build_repo(tmp_path)
     found = fix_commits(repo / ".git")
-    assert [f.commit for f in found] == [commits["fix1"], commits["refactor"], commits["fix2"]]
+    assert [f.commit for f in found] == [commits[k] for k in ("fix1", "refactor", "fix2", "fix3")]
     fix1 = found[0]
     assert fix1.parent == commits["root"]
     assert fix1.src_paths == ["tinycalc/calc.py"] and fix1.test_paths == ["tests/test_calc.py"]
@@ -169,7 +175,7 @@ def test_pipeline_makes_a_task_per_real_fix(made):
     ts = TaskSet.load(made["root"] / "set")
     c = made["commits"]
     by_id = {t.id: SWETaskPair.of(t) for t in ts.tasks}
-    assert sorted(by_id) == sorted([f"tinycalc/{c['fix1'][:12]}", f"tinycalc/{c['fix2'][:12]}"]), made["logs"]
+    assert sorted(by_id) == sorted(f"tinycalc/{c[k][:12]}" for k in ("fix1", "fix2", "fix3")), made["logs"]
     t1 = by_id[f"tinycalc/{c['fix1'][:12]}"]
     assert t1.visible.repo.kind == "git" and t1.visible.repo.commit == c["root"]
     assert t1.hidden.FAIL_TO_PASS == ["tests/test_calc.py::test_clamp_high"]
@@ -177,14 +183,14 @@ def test_pipeline_makes_a_task_per_real_fix(made):
     assert "history" in t1.visible.tags and t1.visible.source == "history"
     assert "x > high" not in t1.visible.problem_statement  # the fix is not in the text
     stats = made["stats"][0]
-    assert stats.kept == 2 and stats.waste.get("no_fail_to_pass") == 1
-    assert stats.gold_full == stats.gold_runs == 6  # three runs per kept task
+    assert stats.kept == 3 and stats.waste.get("no_fail_to_pass") == 1
+    assert stats.gold_full == stats.gold_runs == 9  # three runs per kept task
 
 
 def test_bundles_are_cut_at_each_base(made, tmp_path):
     c = made["commits"]
     links = chain(made["root"] / "bundles" / "sandgym-tests__tinycalc")
-    assert [commit for commit, _ in links] == [c["root"], c["refactor"]]  # the kept tasks' parents, oldest first
+    assert [commit for commit, _ in links] == [c["root"], c["refactor"], c["fix2"]]  # the tasks' parents, oldest first
     scratch = tmp_path / "scratch.git"
     subprocess.run(["git", "init", "-q", "--bare", str(scratch)], check=True)
     for i, (commit, bundle) in enumerate(links):
@@ -193,8 +199,31 @@ def test_bundles_are_cut_at_each_base(made, tmp_path):
         git(scratch, "fetch", "-q", str(bundle), f"{BUNDLE_REF}:refs/b{i}")
         everything = git(scratch, "rev-list", "--all").split()
         assert set(everything) == set(git(scratch, "rev-list", commit).split())  # nothing later than this base
-        assert c["fix2"] not in everything and c["future"] not in everything
+        assert c["fix3"] not in everything and c["future"] not in everything
         assert "v9" not in git(scratch, "show-ref")
+
+
+def test_located_texts_are_written_again_with_checked_reproductions(made, runtime):
+    """rewrite_located: the same commits built again at symptom level. A failing test's
+    report gives fix 1's reproduction; fix 3's test module does not import on the
+    parent, so its reproduction is read from the test's source and run on both sides."""
+    c = made["commits"]
+    before = [SWETaskPair.of(t) for t in TaskSet.load(made["root"] / "set").tasks]
+    logs: list[str] = []
+    after = {
+        t.id: t
+        for t in rewrite_located(before, {REPO: made["repo"] / ".git"}, runtime, {"symptom": 1.0}, 0, logs.append)
+    }
+    for old in before:
+        new = after[old.id]
+        assert new.hidden == old.hidden and new.visible.repo == old.visible.repo, logs  # the task validates as before
+        assert new.visible.difficulty is not None and new.visible.difficulty.issue_level == "symptom", logs
+        assert new.visible.visible_tests == ["tests"] and "issue:symptom" in new.visible.tags
+    fix1 = after[f"tinycalc/{c['fix1'][:12]}"].visible.problem_statement
+    assert "clamp(11, 0, 10)" in fix1 and "tinycalc/calc.py" not in fix1
+    fix3 = after[f"tinycalc/{c['fix3'][:12]}"].visible.problem_statement
+    assert "from tinycalc.calc import double" in fix3 and "double(4)" in fix3, fix3
+    assert "This raises `ImportError`; I expected `8`." in fix3
 
 
 def test_start_state_is_one_commit_of_the_parent_tree(made):
