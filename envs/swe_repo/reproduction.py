@@ -614,8 +614,14 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
         return []
     imports, module_values = _module_scope(tree)
     owner = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in scope[:-1]), tree)
+    bodies = [owner.body] if isinstance(owner, ast.Module) else [c.body for c in _class_line(tree, owner)]
     func = next(
-        (n for n in owner.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func_name),
+        (
+            n
+            for body in bodies  # an inherited test is its base's function, with its own class's attributes
+            for n in body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func_name
+        ),
         None,
     )
     if func is None:
@@ -628,6 +634,7 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
     if "tmp_path" in {a.arg for a in func.args.args}:  # pytest's fixture, made by hand
         imports |= {"tempfile": "import tempfile", "pathlib": "import pathlib"}
         prelude = [ast.parse("tmp_path = pathlib.Path(tempfile.mkdtemp())").body[0]]
+    attrs = _class_values(tree, owner) if isinstance(owner, ast.ClassDef) else {}
     found: list[Repro] = []
     for i, raw in enumerate(func.body):
         stmt, raises, prior = raw, "", list(func.body[:i])
@@ -638,8 +645,8 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
         loop = _failing_cases(raw)
         if loop is None and not isinstance(stmt, _SIMPLE):
             break  # a branch, `try` or another loop: what follows may depend on it
-        stmt = _from_unittest(_Substitute(subst).visit(copy.deepcopy(loop or stmt)))
-        prior = [_from_unittest(_Substitute(subst).visit(copy.deepcopy(s))) for s in prior]
+        stmt = _from_unittest(_Substitute(subst).visit(_SelfAttrs(attrs).visit(copy.deepcopy(loop or stmt))))
+        prior = [_from_unittest(_Substitute(subst).visit(_SelfAttrs(attrs).visit(copy.deepcopy(s)))) for s in prior]
         expected_node: ast.expr | None = None
         if loop is not None:
             subject = stmt.value  # type: ignore[attr-defined]
@@ -692,3 +699,40 @@ def _failing_cases(stmt: ast.stmt) -> ast.Expr | None:
         ],
     )
     return ast.copy_location(ast.Expr(value=cases), stmt)
+
+
+def _class_line(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
+    """`cls` and the classes of the module it derives from, nearest first."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    line: list[ast.ClassDef] = []
+    todo = [cls]
+    while todo:
+        c = todo.pop(0)
+        if c not in line:
+            line.append(c)
+            todo += [classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes]
+    return line
+
+
+def _class_values(tree: ast.Module, cls: ast.ClassDef) -> dict[str, ast.expr]:
+    """The plain class attributes (`D = dict`) a test class and the classes of
+    the module it derives from set, the test's own class first."""
+    values: dict[str, ast.expr] = {}
+    for c in _class_line(tree, cls):
+        for item in c.body:
+            if isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name):
+                values.setdefault(item.targets[0].id, item.value)
+    return values
+
+
+class _SelfAttrs(ast.NodeTransformer):
+    """`self.NAME` as the class attribute's value."""
+
+    def __init__(self, values: dict[str, ast.expr]):
+        self.values = values
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in self.values:
+            return copy.deepcopy(self.values[node.attr])
+        self.generic_visit(node)
+        return node

@@ -89,8 +89,13 @@ def test_table(n):
     assert double(n) == 2 * n
 
 
-def test_fixture(tmp_path):
+def test_fixture(monkeypatch):
     assert double(1) == 2
+
+
+def test_file(tmp_path):
+    (tmp_path / "n").write_text("2")
+    assert double(int((tmp_path / "n").read_text())) == 4
 
 
 def test_loop():
@@ -102,6 +107,17 @@ def test_loop():
 def test_branch():
     if LIMIT:
         assert double(1) == 2
+
+
+class TestBase:
+    factor = 2
+
+    def test_scaled(self):
+        assert double(3) == self.factor * 3
+
+
+class TestMore(TestBase):
+    factor = 3
 """
 
 
@@ -116,11 +132,17 @@ def test_reproductions_read_from_a_tests_source():
     assert case.call == "double(2)" and case.args == "2"
     # Fixtures make a test not standalone; a branch ends what can be read.
     assert static_reproductions("tests/test_lib.py::test_fixture", TESTS) == []
+    [made] = static_reproductions("tests/test_lib.py::test_file", TESTS)  # tmp_path is made by hand
+    assert made.setup[0] == "tmp_path = pathlib.Path(tempfile.mkdtemp())" and "import tempfile" in made.imports
     # A loop of one assertion reads as the cases that fail it (none on the fixed library).
     loop, after = static_reproductions("tests/test_lib.py::test_loop", TESTS)
     assert loop.call == "[n for n in range(3) if not double(n) == 2 * n]" and loop.args == ""
     assert after.call == "double(5)" and after.setup == ("for n in range(3):\n    assert double(n) == 2 * n",)
     assert static_reproductions("tests/test_lib.py::test_branch", TESTS) == []
+    # A class attribute read through `self` is the value the test's class (or its base) sets.
+    [base] = static_reproductions("tests/test_lib.py::TestBase::test_scaled", TESTS)
+    [more] = static_reproductions("tests/test_lib.py::TestMore::test_scaled", TESTS)
+    assert (base.call, base.expected, more.call) == ("double(3)", "", "double(3)")
     assert static_reproductions("tests/test_lib.py::test_missing", TESTS) == []
 
 
