@@ -640,6 +640,8 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
         stmt, raises, prior = raw, "", list(func.body[:i])
         if isinstance(raw, ast.With) and len(raw.items) == 1 and len(raw.body) == 1:
             call = raw.items[0].context_expr
+            if isinstance(call, ast.Name) and call.id in module_values:
+                call = module_values[call.id]  # `SE = raises(SchemaError)` at module level, `with SE:` in tests
             if isinstance(call, ast.Call) and callee_name(call) in ("raises", "assertRaises") and call.args:
                 stmt, raises = raw.body[0], ast.unparse(call.args[0])
         loop = _failing_cases(raw)

@@ -84,6 +84,14 @@ def test_raises():
         halve(-1)
 
 
+SE = pytest.raises(ValueError)
+
+
+def test_raises_by_name():
+    with SE:
+        halve(-2)
+
+
 @pytest.mark.parametrize("n", [1, 2])
 def test_table(n):
     assert double(n) == 2 * n
@@ -128,6 +136,8 @@ def test_reproductions_read_from_a_tests_source():
     assert got[1].setup == ("x = double(2)", "assert x == 4")  # the constant substituted
     [raises] = static_reproductions("tests/test_lib.py::test_raises", TESTS)
     assert raises.call == "halve(-1)" and raises.expected == "ValueError to be raised" and raises.args == "-1"
+    [named] = static_reproductions("tests/test_lib.py::test_raises_by_name", TESTS)
+    assert named.call == "halve(-2)" and named.expected == "ValueError to be raised"
     [case] = static_reproductions("tests/test_lib.py::test_table[2]", TESTS)
     assert case.call == "double(2)" and case.args == "2"
     # Fixtures make a test not standalone; a branch ends what can be read.
