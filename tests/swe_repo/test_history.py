@@ -24,10 +24,13 @@ from sandgym.verifiers.swe_repo.checkout import start_state
 from sandgym.verifiers.swe_repo.history_bundles import BUNDLE_REF, HISTORY_ENV, chain
 
 REPO = "sandgym-tests/tinycalc"
-SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "history-v1"
-CHAINS = SHIPPED.parent / "history"  # not history_dir(): the module's fixture points that elsewhere
-SHIPPED_HASH = "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29"  # history-v1 as shipped
-MAX_SHIPPED_BYTES = 8 * 2**20
+SETS = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo"
+CHAINS = SETS / "history"  # not history_dir(): the module's fixture points that elsewhere
+SHIPPED_HASHES = {  # each set as shipped
+    "history-v1": "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29",
+    "history-v2": "",
+}
+MAX_SHIPPED_BYTES = 8 * 2**20  # every chain of task_specs/swe_repo/history/ together
 
 CALC_BUGGY = '''"""A tiny calculator."""
 
@@ -233,31 +236,69 @@ def test_start_state_is_one_commit_of_the_parent_tree(made):
     assert state.base_commit != task.visible.repo.commit  # a new commit of the parent's tree, no history
 
 
-def test_shipped_history_set_is_intact():
-    """The shipped set: its hash, every task tagged history at a git base commit,
+@pytest.mark.parametrize("name", sorted(SHIPPED_HASHES))
+def test_shipped_history_set_is_intact(name):
+    """A shipped set: its hash, every task tagged history at a git base commit,
     and each repository's bundle chain cut at its tasks' base commits."""
-    if not SHIPPED.exists():
-        pytest.skip("no shipped history set in this tree")
-    ts = TaskSet.load(SHIPPED)
-    if SHIPPED_HASH:
-        assert ts.hash == SHIPPED_HASH
-    folder = CHAINS
+    if not (SETS / name).exists():
+        pytest.skip(f"no {name} in this tree")
+    ts = TaskSet.load(SETS / name)
+    if SHIPPED_HASHES[name]:
+        assert ts.hash == SHIPPED_HASHES[name]
     by_repo: dict[str, set[str]] = {}
     for t in ts.tasks:
         pair = SWETaskPair.of(t)
         assert "history" in pair.visible.tags and pair.visible.repo.kind == "git"
         by_repo.setdefault(pair.visible.repo.name, set()).add(pair.visible.repo.commit)
-    total = 0
-    for name, bases in by_repo.items():
-        links = chain(folder / name.replace("/", "__"))
-        assert {c for c, _ in links} == bases, name
-        total += sum(b.stat().st_size for _, b in links)
+    for repo, bases in by_repo.items():
+        links = chain(CHAINS / repo.replace("/", "__"))
+        assert {c for c, _ in links} == bases, repo
         for commit, bundle in links:  # each bundle's one ref is its base commit
             heads = subprocess.run(
                 ["git", "bundle", "list-heads", str(bundle)], capture_output=True, text=True, check=True
             ).stdout.split()
             assert heads == [commit, BUNDLE_REF], bundle
-    assert total < MAX_SHIPPED_BYTES  # the size cap of the shipped history
+
+
+def test_shipped_history_fits_its_cap():
+    """Every chain ships with sandgym (CI and clones carry it): the whole folder is capped."""
+    total = sum(f.stat().st_size for f in CHAINS.rglob("*.bundle")) if CHAINS.is_dir() else 0
+    assert total < MAX_SHIPPED_BYTES, total
+
+
+def test_history_v2_keeps_v1_and_writes_few_located_texts():
+    """history-v2: every history-v1 task with the same start state, patches and
+    tests (only a located text may be written again), at least 200 tasks, at most
+    30 % of texts `located` and at least 40 % `symptom`; a symptom or minimal
+    text names no test, test file or source file of its task."""
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.issues import changed_lines, names_any
+    from sandgym.verifiers.swe_repo.diffs import patch_paths
+
+    if not (SETS / "history-v2").exists():
+        pytest.skip("no history-v2 in this tree")
+    v2 = {t.id: SWETaskPair.of(t) for t in TaskSet.load(SETS / "history-v2").tasks}
+    for t in (SWETaskPair.of(x) for x in TaskSet.load(SETS / "history-v1").tasks):
+        n = v2[t.id]
+        assert n.hidden == t.hidden and n.visible.repo == t.visible.repo, t.id
+        assert (n.visible.environment, n.visible.base_patch) == (t.visible.environment, t.visible.base_patch)
+        assert n.visible.difficulty is not None and t.visible.difficulty is not None
+        if t.visible.difficulty.issue_level != "located":
+            assert n.visible == t.visible, t.id
+    levels = {"located": 0, "symptom": 0, "minimal": 0}
+    for t in v2.values():
+        v, h, d = t.visible, t.hidden, t.visible.difficulty
+        assert d is not None and f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
+        levels[d.issue_level] += 1
+        text = f"{v.title}\n{v.problem_statement}"
+        for line in changed_lines(h.patch):
+            assert line in ("pass", "continue", "break", "return", "else:") or line not in text, t.id
+        if d.issue_level != "located":
+            secret = {target_of(x).name for x in h.FAIL_TO_PASS} | set(patch_paths(h.patch) + patch_paths(h.test_patch))
+            assert not names_any(text, sorted(secret)), t.id
+            assert "```python" in text or d.issue_level == "minimal", t.id
+    assert len(v2) >= 200 and len({t.visible.repo.name for t in v2.values()}) >= 10, (len(v2), levels)
+    assert levels["located"] <= 0.30 * len(v2) and levels["symptom"] >= 0.40 * len(v2), levels
 
 
 def test_shipped_chains_reach_no_later_commit(tmp_path):

@@ -165,6 +165,9 @@ def test_outcomes_fill_a_read_reproduction_or_drop_it():
     got = filled(r, ("raised KeyError", "'k'"), ("returned 4", ""))
     assert got is not None and got.error == "KeyError: 'k'"
     assert filled(r, ("returned 4", ""), ("returned 4", "")) is None  # tells nothing apart
+    got = filled(r, ("raised KeyError", "'k'"), ("returned " + "x" * 400, ""))
+    assert got is not None and got.expected == ""  # a value too long to show: no expectation
+    assert filled(r, ("returned " + "y" * 400, ""), ("returned 4", "")) is None
     assert filled(r, ("returned 4", ""), ("raised KeyError", "")) is None  # the fix raises: not this line
     assert filled(r, None, ("returned 4", "")) is None
     raising = Repro(r.imports, "double(2)", "2", "ValueError to be raised", "", "", ())
