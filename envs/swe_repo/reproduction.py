@@ -580,9 +580,12 @@ def _input_of(subject: ast.expr, setup: list[ast.stmt], imports: dict[str, str],
 
 
 def _calls_import(node: ast.AST, imports: dict[str, str]) -> bool:
+    """Whether `node` calls something imported (a decorator is a call too)."""
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            root = sub.func
+        called = [sub.func] if isinstance(sub, ast.Call) else []
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            called = list(sub.decorator_list)
+        for root in called:
             while isinstance(root, ast.Attribute):
                 root = root.value
             if isinstance(root, ast.Name) and root.id in imports:
@@ -590,6 +593,7 @@ def _calls_import(node: ast.AST, imports: dict[str, str]) -> bool:
     return False
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 STATIC_HELPER_LINES = 15  # read from the source, a reproduction may carry a longer helper
 STATIC_SETUP_LINES = 24
 
@@ -629,7 +633,7 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
     subst = _substitutions(func, module_values, imports, idpart, test_source)
     if isinstance(subst, str) or _needs_fixtures(func, tree, set(subst) | {"tmp_path"}):
         return []
-    imports = dict(imports)
+    imports = dict(imports) | _star_names(tree, func, imports, module_values)
     prelude: list[ast.stmt] = []
     if "tmp_path" in {a.arg for a in func.args.args}:  # pytest's fixture, made by hand
         imports |= {"tempfile": "import tempfile", "pathlib": "import pathlib"}
@@ -644,6 +648,8 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
                 call = module_values[call.id]  # `SE = raises(SchemaError)` at module level, `with SE:` in tests
             if isinstance(call, ast.Call) and callee_name(call) in ("raises", "assertRaises") and call.args:
                 stmt, raises = raw.body[0], ast.unparse(call.args[0])
+        if isinstance(raw, _DEFINITIONS):
+            continue  # a definition the test makes: setup of what follows
         loop = _failing_cases(raw)
         if loop is None and not isinstance(stmt, _SIMPLE):
             break  # a branch, `try` or another loop: what follows may depend on it
@@ -670,7 +676,8 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
         if isinstance(alone, str):
             continue
         setup, helpers, bound = alone
-        call, lines = ast.unparse(subject), [ast.unparse(s) for s in setup]
+        call = ast.unparse(subject)
+        lines = [ast.unparse(s) + ("\n" if isinstance(s, _DEFINITIONS) else "") for s in setup]
         if (
             len(call) > MAX_VALUE_CHARS
             or sum(x.count("\n") + 1 for x in lines) > STATIC_SETUP_LINES
@@ -738,3 +745,24 @@ class _SelfAttrs(ast.NodeTransformer):
             return copy.deepcopy(self.values[node.attr])
         self.generic_visit(node)
         return node
+
+
+def _star_names(
+    tree: ast.Module, func: ast.FunctionDef | ast.AsyncFunctionDef, imports: dict[str, str], values: dict[str, ast.expr]
+) -> dict[str, str]:
+    """name -> the `from lib import *` lines of the test module, for each name the
+    test reads that nothing else binds (a name the library lacks raises NameError
+    on both sides, so such a reproduction tells nothing apart and is dropped)."""
+    stars = [
+        f"from {n.module} import *"
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module and not _test_helper(n.module)
+        if any(a.name == "*" for a in n.names)
+    ]
+    if not stars:
+        return {}
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    local = _names(func, ast.Store) | {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)}
+    local |= {n.name for n in ast.walk(func) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    free = _all_loads(func) - local - defined - set(imports) - set(values) - _BUILTINS
+    return {name: "\n".join(stars) for name in free}

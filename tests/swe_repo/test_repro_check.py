@@ -156,6 +156,29 @@ def test_reproductions_read_from_a_tests_source():
     assert static_reproductions("tests/test_lib.py::test_missing", TESTS) == []
 
 
+STAR = """\
+from mylib.decorators import *
+
+
+def test_decorated():
+    @decorator
+    def add(call, n=1):
+        return call() + n
+
+    def ten():
+        return 10
+
+    assert add(ten)() == 11
+"""
+
+
+def test_a_star_import_and_the_tests_own_definitions_come_along():
+    [r] = static_reproductions("tests/test_d.py::test_decorated", STAR)
+    assert r.imports == ("from mylib.decorators import *",) and r.call == "add(ten)()"
+    assert r.setup[0].startswith("@decorator\ndef add(call, n=1):") and r.setup[1].startswith("def ten():")
+    compile(r.block(), "repro", "exec")
+
+
 def test_outcomes_fill_a_read_reproduction_or_drop_it():
     r = _repro("double(2)")
     got = filled(r, ("returned 6", ""), ("returned 4", ""))
