@@ -520,10 +520,15 @@ def _helpers_needed(
     return [picked[n] for n in sorted(picked, key=lambda n: defs[n].lineno)]
 
 
-_UNITTEST = {
+_UNITTEST: dict[str, type[ast.cmpop]] = {
     "assertEqual": ast.Eq,
     "assertEquals": ast.Eq,
+    **{f"assert{kind}Equal": ast.Eq for kind in ("Dict", "List", "Tuple", "Set", "Sequence", "MultiLine")},
     "assertIs": ast.Is,
+    "assertNotEqual": ast.NotEq,
+    "assertIn": ast.In,
+    "assertNotIn": ast.NotIn,
+    "assertIsNot": ast.IsNot,
 }
 
 
