@@ -25,22 +25,40 @@ CHECK_FILE = "test_sandgym_reproduction_check.py"
 MARK = "SANDGYM-REPRO "
 MESSAGE_MARK = " SANDGYM-MESSAGE "
 
-_HEAD = """\
+# A reproduction that hangs is stopped after HANG_S (its outcome "timed out") so
+# the others run in the same sandbox give theirs.
+HANG_S = 5
+_HEAD = f"""\
 import ast as _ast
 import re as _re
+import signal as _signal
+
+
+class _Hang(BaseException):
+    pass
+
+
+def _stop(signum, frame):
+    raise _Hang()
 
 
 def _outcome(source):
     tree = _ast.parse(source)
     last = tree.body.pop()
-    ns = {"__name__": "reproduction"}
+    ns = {{"__name__": "reproduction"}}
     message = ""
+    _signal.signal(_signal.SIGALRM, _stop)
+    _signal.alarm({HANG_S})
     try:
         exec(compile(tree, "<reproduction>", "exec"), ns)
         value = eval(compile(_ast.Expression(last.value), "<reproduction>", "eval"), ns)
         outcome = "returned " + repr(value)
+    except _Hang:
+        outcome = "timed out"
     except BaseException as e:  # noqa: BLE001 - the outcome is what is compared
         outcome, message = "raised " + type(e).__name__, str(e)
+    finally:
+        _signal.alarm(0)
     clean = lambda text: _re.sub(r" at 0x[0-9a-fA-F]+", "", text).replace("\\n", " ")[:400]
     return clean(outcome), clean(message)
 """
@@ -104,7 +122,7 @@ def run_outcomes(
         for state in ("buggy", "fixed", "again") if fixed_twice else ("buggy", "fixed"):
             for p, text in (mutated if state == "buggy" else originals).items():
                 (tree / p).write_text(text, encoding="utf-8")
-            run = run_tests(runtime, tree, environment, ids, timeout_s)
+            run = run_tests(runtime, tree, environment, ids, max(timeout_s, (HANG_S + 1) * len(ids)))
             seen[state] = [None if run.timed_out else outcome_of(run.details.get(t, "")) for t in ids]
     finally:
         for p, text in originals.items():
@@ -140,8 +158,8 @@ def filled(r: Repro, buggy: tuple[str, str] | None, fixed: tuple[str, str] | Non
     """`r` (from `reproduction.static_reproductions`) with what came back on
     the buggy library and what the fixed one gives as the expectation, when
     the two outcomes differ and say something a text can show; else None."""
-    if buggy is None or fixed is None or buggy[0] == fixed[0]:
-        return None
+    if buggy is None or fixed is None or buggy[0] == fixed[0] or "timed out" in (buggy[0], fixed[0]):
+        return None  # a hang is no outcome a text can show
     raises = r.expected.removesuffix(" to be raised") if r.expected.endswith(" to be raised") else ""
     b_kind, _, b_value = buggy[0].partition(" ")
     f_kind, _, f_value = fixed[0].partition(" ")

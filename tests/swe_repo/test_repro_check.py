@@ -193,6 +193,7 @@ def test_outcomes_fill_a_read_reproduction_or_drop_it():
     assert filled(r, ("returned " + "y" * 400, ""), ("returned 4", "")) is None
     assert filled(r, ("returned 4", ""), ("raised KeyError", "")) is None  # the fix raises: not this line
     assert filled(r, None, ("returned 4", "")) is None
+    assert filled(r, ("timed out", ""), ("returned 4", "")) is None  # a hang: no outcome to show
     raising = Repro(r.imports, "double(2)", "2", "ValueError to be raised", "", "", ())
     got = filled(raising, ("returned 4", ""), ("raised ValueError", ""))
     assert got is not None and got.no_raise and got.expected == "ValueError to be raised"
@@ -204,10 +205,12 @@ def test_many_reproductions_run_in_one_sandbox_per_side(tmp_path, runtime):
     mutated = {"mylib/__init__.py": BUGGY}
     repros = [_repro("double(2)"), _repro("name(2)"), _repro("double(y)", ("y = {}",))]
     repros.append(_repro("double(random.random())", ("import random",)))
+    repros.append(_repro("time.sleep(60)", ("import time",)))  # stopped after HANG_S, the others still run
     outcomes = run_outcomes(repros, tree, mutated, Env(), runtime, fixed_twice=True)
     assert outcomes[0] == (("returned 6", ""), ("returned 4", ""))
     assert outcomes[1] == (("returned 'n'", ""), ("returned 'n'", ""))
     buggy, fixed = outcomes[2]
     assert buggy is not None and buggy[0] == "raised TypeError" and "dict" in buggy[1]
     assert outcomes[3][1] is None  # the fixed library gave two answers: it tells nothing
+    assert outcomes[4] == (("timed out", ""), ("timed out", ""))
     assert (tree / "mylib" / "__init__.py").read_text() == LIB and not (tree / CHECK_FILE).exists()
