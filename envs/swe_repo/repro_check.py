@@ -158,8 +158,13 @@ def filled(r: Repro, buggy: tuple[str, str] | None, fixed: tuple[str, str] | Non
     """`r` (from `reproduction.static_reproductions`) with what came back on
     the buggy library and what the fixed one gives as the expectation, when
     the two outcomes differ and say something a text can show; else None."""
-    if buggy is None or fixed is None or buggy[0] == fixed[0] or "timed out" in (buggy[0], fixed[0]):
+    if buggy is None or fixed is None or buggy == fixed or "timed out" in (buggy[0], fixed[0]):
         return None  # a hang is no outcome a text can show
+    if buggy[0] == fixed[0]:  # the same exception with another message (the fix is in the message)
+        if not buggy[0].startswith("raised ") or any("/" in m or len(m) > MAX_SHOWN for m in (buggy[1], fixed[1])):
+            return None
+        kind = buggy[0].removeprefix("raised ")
+        return replace(r, error=f"{kind}: {buggy[1]}", expected=f"{kind}: {fixed[1]}", actual="")
     raises = r.expected.removesuffix(" to be raised") if r.expected.endswith(" to be raised") else ""
     b_kind, _, b_value = buggy[0].partition(" ")
     f_kind, _, f_value = fixed[0].partition(" ")

@@ -194,6 +194,9 @@ def test_outcomes_fill_a_read_reproduction_or_drop_it():
     assert filled(r, ("returned 4", ""), ("raised KeyError", "")) is None  # the fix raises: not this line
     assert filled(r, None, ("returned 4", "")) is None
     assert filled(r, ("timed out", ""), ("returned 4", "")) is None  # a hang: no outcome to show
+    got = filled(r, ("raised KeyError", "'a'"), ("raised KeyError", "'b'"))  # the message is what the fix changed
+    assert got is not None and (got.error, got.expected) == ("KeyError: 'a'", "KeyError: 'b'")
+    assert filled(r, ("raised KeyError", "'a'"), ("raised KeyError", "'a'")) is None
     raising = Repro(r.imports, "double(2)", "2", "ValueError to be raised", "", "", ())
     got = filled(raising, ("returned 4", ""), ("raised ValueError", ""))
     assert got is not None and got.no_raise and got.expected == "ValueError to be raised"
