@@ -509,6 +509,8 @@ def run_repository(
             if len(kept) >= max_tasks:
                 break
             for fc, built, problems, full in pool.map(one, enumerate(newest_first[start : start + batch])):
+                if len(kept) >= max_tasks:
+                    break  # the rest of the batch: written nowhere, so the set and the chain agree
                 stats.tried += 1
                 if built.why not in ("requirements", "error"):
                     stats.envs_built += 1
