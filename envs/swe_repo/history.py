@@ -30,7 +30,7 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -286,7 +286,7 @@ def build_task(
     mutated = {p: start_texts.get(p, "") for p in fc.src_paths}
     notes: list[str] = []  # why the failing tests gave no reproduction (the run's log)
 
-    def text(shown: str, repro: Repro | None) -> tuple[str, str, IssueLevel]:
+    def issue_at(shown: str, repro: Repro | None) -> tuple[str, str, IssueLevel]:
         return issue_text(
             project,
             version or "(development tree)",
@@ -307,7 +307,7 @@ def build_task(
     if level != "located":
         for shown, repro in _reproductions(f2p, details, sources, after, mutated, env, runtime, places, fc.gold, notes):
             try:
-                written = text(shown, repro)
+                written = issue_at(shown, repro)
             except Dropped:
                 written = None
             if written is not None and written[2] != "located":
@@ -315,7 +315,7 @@ def build_task(
             written = None
             notes.append(f"{shown.split('::')[-1][:60]}: its text would give the place or the change away")
     try:
-        title, issue, got = written or text(f2p[0], None)
+        title, issue, got = written or issue_at(f2p[0], None)
     except Dropped as e:
         return Built(None, e.kind, e.detail)
     difficulty = Difficulty(
@@ -363,7 +363,7 @@ def _reproductions(
     places: list[tuple[str, str]],
     gold: str,
     notes: list[str],
-):
+) -> Iterator[tuple[str, Repro]]:
     """(failing test, reproduction) pairs that tell the parent from the fix,
     best first: made from pytest's report of a failing test (up to
     MAX_REPRO_TRIES, each run on both sides), then read from the failing

@@ -648,11 +648,11 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
     for i, raw in enumerate(func.body):
         stmt, raises, prior = raw, "", list(func.body[:i])
         if isinstance(raw, ast.With) and len(raw.items) == 1 and len(raw.body) == 1:
-            call = raw.items[0].context_expr
-            if isinstance(call, ast.Name) and call.id in module_values:
-                call = module_values[call.id]  # `SE = raises(SchemaError)` at module level, `with SE:` in tests
-            if isinstance(call, ast.Call) and callee_name(call) in ("raises", "assertRaises") and call.args:
-                stmt, raises = raw.body[0], ast.unparse(call.args[0])
+            ctx = raw.items[0].context_expr
+            if isinstance(ctx, ast.Name) and ctx.id in module_values:
+                ctx = module_values[ctx.id]  # `SE = raises(SchemaError)` at module level, `with SE:` in tests
+            if isinstance(ctx, ast.Call) and callee_name(ctx) in ("raises", "assertRaises") and ctx.args:
+                stmt, raises = raw.body[0], ast.unparse(ctx.args[0])
         if isinstance(raw, _DEFINITIONS):
             continue  # a definition the test makes: setup of what follows
         loop = _failing_cases(raw)
