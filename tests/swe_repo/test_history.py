@@ -28,9 +28,9 @@ SETS = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo"
 CHAINS = SETS / "history"  # not history_dir(): the module's fixture points that elsewhere
 SHIPPED_HASHES = {  # each set as shipped
     "history-v1": "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29",
-    "history-v2": "sha256:474feb6b7f03c627dbab89abc0a408e75e38641b889e06a6372a00f741c20aea",
+    "history-v2": "sha256:7c8cf7314e643267bde9fd0c1dd7ed1b84d43ebe83d9085c7754cbd4c07e205a",
 }
-MAX_SHIPPED_BYTES = 10 * 2**20  # every chain of task_specs/swe_repo/history/ together (with history-v2: 9.7 MB)
+MAX_SHIPPED_BYTES = 10 * 2**20  # every chain of task_specs/swe_repo/history/ together (with history-v2: 9.96 MiB)
 
 CALC_BUGGY = '''"""A tiny calculator."""
 
@@ -268,9 +268,9 @@ def test_shipped_history_fits_its_cap():
 
 def test_history_v2_keeps_v1_and_writes_fewer_located_texts():
     """history-v2: every history-v1 task with the same start state, patches and
-    tests (only a located text may be written again), 183 tasks from 14
-    repositories, at least 40 % of texts `symptom` and fewer `located` than
-    history-v1's 68 % (issue 35 asks for 200 tasks and at most 30 %: not reached);
+    tests (only a located text may be written again), at least 200 tasks from
+    16 repositories, at least 40 % of texts `symptom` and fewer `located` than
+    history-v1's 68 % (issue 35 asks for at most 30 %: not reached);
     a symptom or minimal text names no test, test file or source file of its task."""
     from sandgym.envs.swe_repo.hiding import target_of
     from sandgym.envs.swe_repo.issues import changed_lines, names_any
@@ -298,8 +298,8 @@ def test_history_v2_keeps_v1_and_writes_fewer_located_texts():
             secret = {target_of(x).name for x in h.FAIL_TO_PASS} | set(patch_paths(h.patch) + patch_paths(h.test_patch))
             assert not names_any(text, sorted(secret)), t.id
             assert "```python" in text or d.issue_level == "minimal", t.id
-    assert len(v2) >= 180 and len({t.visible.repo.name for t in v2.values()}) >= 14, (len(v2), levels)
-    assert levels["located"] < 0.50 * len(v2) and levels["symptom"] >= 0.40 * len(v2), levels
+    assert len(v2) >= 200 and len({t.visible.repo.name for t in v2.values()}) >= 16, (len(v2), levels)
+    assert levels["located"] <= 0.50 * len(v2) and levels["symptom"] >= 0.40 * len(v2), levels
 
 
 def _check_chains_reach_no_later_commit(tmp_path: Path, repos: list[Path]) -> None:
