@@ -119,6 +119,7 @@ FAMILIES: dict[str, Family] = {
                 ("tasks import swebench", "sandgym.envs.swe_repo.cli:import_swebench_cmd"),
                 ("tasks make-swe", "sandgym.envs.swe_repo.cli:make_swe_cmd"),
                 ("tasks make-history", "sandgym.envs.swe_repo.cli:make_history_cmd"),
+                ("tasks rewrite-history", "sandgym.envs.swe_repo.cli:rewrite_history_cmd"),
                 ("tasks audit", "sandgym.envs.swe_repo.cli:audit_cmd"),
             ),
             redteam="sandgym.envs.swe_repo.redteam:suite",

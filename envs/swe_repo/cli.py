@@ -1,6 +1,7 @@
 """The SWE family's CLI commands, mounted by the core CLI from the family
 table (`Family.cli_commands`): `sandgym tasks import swebench`,
-`sandgym tasks make-swe`, `sandgym tasks make-history` and `sandgym tasks audit`.
+`sandgym tasks make-swe`, `sandgym tasks make-history`, `sandgym tasks rewrite-history` and
+`sandgym tasks audit`.
 
 Bad input is raised (a SandgymError or ValueError: SWEBenchError,
 FactoryError, RepoError, RuntimeUnavailable), and the core prints it as
@@ -204,6 +205,37 @@ def make_history_cmd(
         Console().print(shown(json.dumps(s.record())), highlight=False)
     if not sum(s.kept for s in stats):
         raise FactoryError("no task survived validation")
+
+
+def rewrite_history_cmd(
+    tasks: str = typer.Argument(..., help="SWE task-set folder or bundled name with history tasks."),
+    repo: list[str] = typer.Option([], "--repo", help="owner/name=GIT_DIR of the tasks to write again; repeat."),
+    out: Path = typer.Option(..., "--out", help="Task-set folder to write or extend (family swe_repo)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the issue levels."),
+    issue_level: str = typer.Option("symptom=3,minimal=1", "--issue-level", help="Levels to draw, or weights."),
+    runtime: str = typer.Option("local", "--runtime", help="Sandbox backend for test runs."),
+):
+    """Write the `located` issue texts of history tasks again with the current generator (same
+    commit, same start state, patches and test lists) and write every task to --out."""
+    from rich.console import Console
+
+    from sandgym.runtimes import get_runtime
+    from sandgym.specs import TaskSet
+    from sandgym.specs.swe_repo import SWETaskPair
+
+    from .batch import parse_levels
+    from .factory import write_task_set
+    from .history import parse_repo_arg, rewrite_located
+
+    ts = TaskSet.load(tasks)
+    repos = dict(parse_repo_arg(r) for r in repo)
+    rt = get_runtime(runtime)
+    try:
+        pairs = [SWETaskPair.of(t) for t in ts.tasks]
+        done = rewrite_located(pairs, repos, rt, parse_levels(issue_level), seed, lambda m: Console().print(shown(m)))
+    finally:
+        rt.close()
+    write_task_set(done, out, description=ts.meta.description)
 
 
 def audit_cmd(

@@ -30,14 +30,15 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from sandgym.envs.swe_repo.assemble import Dropped, choose_level, issue_text, suite_roots
 from sandgym.envs.swe_repo.factory import FactoryError, pin_requirements
-from sandgym.envs.swe_repo.repro_check import tells_apart
-from sandgym.envs.swe_repo.reproduction import Repro, reproduction
+from sandgym.envs.swe_repo.issues import changed_lines, names_any
+from sandgym.envs.swe_repo.repro_check import filled, run_outcomes, runnable, tells_apart
+from sandgym.envs.swe_repo.reproduction import Repro, explain_reproduction, static_reproductions
 from sandgym.envs.swe_repo.requirements import discover_test_requirements
 from sandgym.envs.swe_repo.source_tree import detect_import_root, is_test_path
 from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
@@ -50,6 +51,8 @@ MAX_GOLD_LINES = 120
 MAX_GOLD_FILES = 4
 MAX_TEST_LINES = 800
 MAX_REPRO_TRIES = 3  # each try is two sandbox runs
+MAX_STATIC_TESTS = 60  # failing tests whose source is read for reproductions
+MAX_STATIC_RUNS = 40  # of those reproductions, run at once on each side (one run each)
 # A commit that changes how the project is built or tested changes the environment too.
 CONFIG_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini", "noxfile.py", "Pipfile"}
 NOT_SOURCE_DIRS = ("docs/", "doc/", "examples/", "benchmarks/", "scripts/", ".github/")
@@ -279,23 +282,12 @@ def build_task(
     details = {t: a.details.get(t, "") for t in f2p}
     sources = {p: (after / p).read_text(encoding="utf-8", errors="replace") for p in run_files}
     level: IssueLevel = choose_level(levels, task_id, seed)
-    shown, repro = f2p[0], None
-    if level != "located":
-        tries = 0
-        for t in f2p:
-            r: Repro | None = reproduction(t, details[t], sources.get(t.split("::")[0], ""))
-            if r is None:
-                continue
-            tries += 1
-            ok, _why = tells_apart(r, after, {p: start_texts.get(p, "") for p in fc.src_paths}, env, runtime)
-            if ok:
-                shown, repro = t, r
-                break
-            if tries >= MAX_REPRO_TRIES:
-                break
     test_names = sorted({t.split("::")[-1].split("[")[0] for t in f2p})
-    try:
-        title, issue, got = issue_text(
+    mutated = {p: start_texts.get(p, "") for p in fc.src_paths}
+    notes: list[str] = []  # why the failing tests gave no reproduction (the run's log)
+
+    def issue_at(shown: str, repro: Repro | None) -> tuple[str, str, IssueLevel]:
+        return issue_text(
             project,
             version or "(development tree)",
             env.import_root,
@@ -310,6 +302,20 @@ def build_task(
             sorted(set(test_names) | set(fc.src_paths) | set(fc.test_paths)),
             level,
         )
+
+    written = None
+    if level != "located":
+        for shown, repro in _reproductions(f2p, details, sources, after, mutated, env, runtime, places, fc.gold, notes):
+            try:
+                written = issue_at(shown, repro)
+            except Dropped:
+                written = None
+            if written is not None and written[2] != "located":
+                break
+            written = None
+            notes.append(f"{shown.split('::')[-1][:60]}: its text would give the place or the change away")
+    try:
+        title, issue, got = written or issue_at(f2p[0], None)
     except Dropped as e:
         return Built(None, e.kind, e.detail)
     difficulty = Difficulty(
@@ -334,7 +340,75 @@ def build_task(
         difficulty=difficulty,
     )
     hidden = SWEHidden(id=task_id, patch=fc.gold, test_patch=fc.test_patch, FAIL_TO_PASS=f2p, PASS_TO_PASS=p2p)
-    return Built(SWETaskPair(visible=visible, hidden=hidden))
+    return Built(SWETaskPair(visible=visible, hidden=hidden), detail="; ".join(notes[-40:]) if got == "located" else "")
+
+
+def _changed_names(patch: str) -> set[str]:
+    """The identifiers on a patch's changed lines, keywords and builtins left out."""
+    import builtins
+    import keyword
+
+    words = set(re.findall(r"[A-Za-z_]\w{2,}", "\n".join(changed_lines(patch))))
+    return {w for w in words if not keyword.iskeyword(w) and w not in dir(builtins) and w != "self"}
+
+
+def _reproductions(
+    f2p: list[str],
+    details: dict[str, str],
+    sources: dict[str, str],
+    after: Path,
+    mutated: dict[str, str],
+    env: TestEnvironment,
+    runtime,
+    places: list[tuple[str, str]],
+    gold: str,
+    notes: list[str],
+) -> Iterator[tuple[str, Repro]]:
+    """(failing test, reproduction) pairs that tell the parent from the fix,
+    best first: made from pytest's report of a failing test (up to
+    MAX_REPRO_TRIES, each run on both sides), then read from the failing
+    tests' source and filled in from one run of all of them on each side
+    (`static_reproductions`: a test module that does not import on the
+    parent, an assertion in a helper, a value pytest cut short). Why others
+    failed goes to `notes`."""
+    tries = 0
+    for t in f2p:
+        try:
+            r: Repro | str = explain_reproduction(t, details[t], sources.get(t.split("::")[0], ""))
+        except (ValueError, TypeError, AttributeError, RecursionError, MemoryError) as e:
+            r = type(e).__name__
+        if isinstance(r, str):
+            notes.append(f"{t.split('::')[-1][:60]}: {r}")
+            continue
+        tries += 1
+        ok, why = tells_apart(r, after, mutated, env, runtime)
+        if ok:
+            yield t, r
+        else:
+            notes.append(f"{t.split('::')[-1][:60]}: {why[:120]}")
+        if tries >= MAX_REPRO_TRIES:
+            break
+    pairs = []
+    for t in f2p[:MAX_STATIC_TESTS]:
+        try:
+            found = static_reproductions(t, sources.get(t.split("::")[0], ""), limit=2)
+        except (ValueError, TypeError, AttributeError, RecursionError, MemoryError):
+            continue
+        pairs += [(t, r) for r in found if runnable(r)]
+    # When the module failed to import, every test fails: those using the names the fix
+    # changes or adds (its functions, the identifiers on its changed lines) come first.
+    names = sorted({function for _, function in places} | _changed_names(gold))
+    pairs.sort(key=lambda pair: -len(names_any(pair[1].block(), names)))
+    pairs = pairs[:MAX_STATIC_RUNS]
+    if not pairs:
+        return
+    outcomes = run_outcomes([r for _, r in pairs], after, mutated, env, runtime, fixed_twice=True)
+    for (t, r), (buggy, fixed) in zip(pairs, outcomes, strict=True):
+        done = filled(r, buggy, fixed)
+        if done is None:
+            notes.append(f"{t.split('::')[-1][:60]} (read from its source): buggy {buggy}, fixed {fixed}"[:200])
+        else:
+            yield t, done
 
 
 # -- the run over repositories ------------------------------------------------------------
@@ -407,6 +481,7 @@ def run_repository(
     cut to the kept tasks' base commits."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from sandgym.envs.swe_repo.blind import blind_solver, task_sources
     from sandgym.verifiers.swe_repo.git_sources import repo_slug
     from sandgym.verifiers.swe_repo.history_bundles import history_dir, write_chain
 
@@ -423,6 +498,11 @@ def run_repository(
         try:
             built = build_task(fc, name, git_dir, runtime, slot, envs, levels, seed)
             problems, full = validate_repeat(built.task, runtime) if built.task else ([], 0)
+            if built.task is not None and not problems:
+                # A fix whose tests also pass after an issue-agnostic rewrite (blind.py) tests too little.
+                solved = blind_solver(built.task, task_sources(built.task), runtime)
+                if solved is not None:
+                    built = Built(None, "blind", f"solved by {solved.solver}")
         except Exception as e:  # one commit's failure (a sandbox, a venv) drops that commit only
             built, problems, full = Built(None, "error", f"{type(e).__name__}: {e}"[:300]), [], 0
         finally:
@@ -435,6 +515,8 @@ def run_repository(
             if len(kept) >= max_tasks:
                 break
             for fc, built, problems, full in pool.map(one, enumerate(newest_first[start : start + batch])):
+                if len(kept) >= max_tasks:
+                    break  # the rest of the batch: written nowhere, so the set and the chain agree
                 stats.tried += 1
                 if built.why not in ("requirements", "error"):
                     stats.envs_built += 1
@@ -453,11 +535,67 @@ def run_repository(
                 kept.append(built.task)
                 on_task(built.task)
                 f2p = len(built.task.hidden.FAIL_TO_PASS)
-                log(f"{name} {fc.commit[:12]}: task {built.task.id} ({level}, {f2p} F2P)")
+                log(f"{name} {fc.commit[:12]}: task {built.task.id} ({level}, {f2p} F2P) {built.detail[:1000]}")
     kept = kept[:max_tasks]
     keep = {t.visible.repo.commit for t in kept}
     write_chain(git_dir, [fc.parent for fc in found if fc.parent in keep], folder)
     return kept
+
+
+def rewrite_located(
+    tasks: list[SWETaskPair],
+    repos: dict[str, Path],
+    runtime,
+    levels: dict[str, float],
+    seed: int = 0,
+    log: Callable[[str], None] = print,
+) -> list[SWETaskPair]:
+    """`tasks` with each `located` text of a repository in `repos` written again
+    by `build_task` from the same commit at a level drawn from `levels` (what a
+    newer generator finds reproductions for). A new text is taken only when the
+    task's start state, environment and hidden half come out exactly as they
+    were, so the task validates as before; the others are kept as they are."""
+    import tempfile
+
+    envs = Environments(log)
+    by_repo: dict[str, dict[str, FixCommit]] = {}
+    out = []
+    for pair in tasks:
+        v = pair.visible
+        if v.repo.kind != "git" or v.repo.name not in repos or v.difficulty is None:
+            out.append(pair)
+            continue
+        if v.difficulty.issue_level != "located":
+            out.append(pair)
+            continue
+        name = v.repo.name
+        if name not in by_repo:
+            by_repo[name] = {fc.commit[:12]: fc for fc in fix_commits(repos[name])}
+        fc = by_repo[name].get(pair.id.rsplit("/", 1)[-1])
+        if fc is None or fc.parent != v.repo.commit:
+            log(f"{pair.id}: kept as it was (its commit is not a candidate here)")
+            out.append(pair)
+            continue
+        with tempfile.TemporaryDirectory(prefix="sandgym-history-") as tmp:
+            try:
+                built = build_task(fc, name, repos[name], runtime, Path(tmp) / "w", envs, levels, seed, v.timeout_s)
+            except Exception as e:  # one commit's failure keeps that task as it was
+                built = Built(None, "error", f"{type(e).__name__}: {e}"[:300])
+        new = built.task
+        same = new is not None and (
+            new.hidden == pair.hidden
+            and new.visible.repo == v.repo
+            and new.visible.environment == v.environment
+            and new.visible.base_patch == v.base_patch
+        )
+        if new is None or not same:
+            log(f"{pair.id}: kept as it was ({built.why or 'rebuilt differently'}) {built.detail[:200]}")
+            out.append(pair)
+            continue
+        level = new.visible.difficulty.issue_level if new.visible.difficulty else "located"
+        log(f"{pair.id}: {level} {built.detail[:600]}")
+        out.append(SWETaskPair(visible=new.visible, hidden=pair.hidden))
+    return out
 
 
 def parse_repo_arg(spec: str) -> tuple[str, Path]:

@@ -303,23 +303,9 @@ def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro |
     )
     if func is None:
         return "the failing line is in no test function of that name"
-    subst: dict[str, ast.expr] = {}
-    if idpart:
-        params = param_sources(func, module_values, idpart, test_source)
-        if params is None:
-            return "the parametrize case of the id cannot be found"
-        for name, text in params.items():
-            try:
-                subst[name] = ast.parse(text, mode="eval").body
-            except SyntaxError:
-                return "a parametrize value does not parse"
-    for name, value in module_values.items():
-        if name not in subst and name not in imports:
-            try:
-                ast.literal_eval(value)
-            except (ValueError, SyntaxError, TypeError, RecursionError):
-                continue
-            subst[name] = value
+    subst = _substitutions(func, module_values, imports, idpart, test_source)
+    if isinstance(subst, str):
+        return subst
     found = _failing_statement(func, lineno)
     if isinstance(found, str):
         return found
@@ -351,31 +337,10 @@ def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro |
         return f"the failing statement is a {type(stmt).__name__}"
     if _needs_fixtures(func, tree, set(subst)):
         return "the test uses fixtures or set-up methods"
-    setup = _setup(prior)
-    if isinstance(setup, str):
-        return setup
-    line_names = _names(subject, ast.Load) | (_names(expected_node, ast.Load) if expected_node is not None else set())
-    used = set(line_names)
-    for s in setup:
-        used |= _free_names(s)
-    helpers = _helpers_needed(tree, used - set(imports) - _BUILTINS, imports)
-    if isinstance(helpers, str):
-        return helpers
-    known = set(imports) | _BUILTINS | {h.name for h in helpers}
-    bound: set[str] = set()
-    for s in setup:
-        if _free_names(s) - known - bound:
-            return "the setup needs a fixture, a helper or a local the test does not define here"
-        if any(isinstance(n, ast.ImportFrom | ast.Import) for n in ast.walk(s)) and any(
-            _test_helper(m) for m in _modules_of(s)
-        ):
-            return "the setup imports a test helper"
-        bound |= _binds(s)
-    if line_names - known - bound:
-        return "the failing line needs a fixture, a helper or `self`"
-    setup = [*helpers, *setup]
-    if not any(_calls_import(node, imports) for node in [subject, *setup]):
-        return "no library call in the reproduction"
+    alone = _standalone(tree, subject, expected_node, prior, imports)
+    if isinstance(alone, str):
+        return alone
+    setup, helpers, bound = alone
     actual = error = expected = ""
     no_raise = False
     if expected_node is not None and not (_names(expected_node, ast.Load) & bound):
@@ -439,6 +404,73 @@ def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro |
     )
 
 
+def _substitutions(
+    func: ast.FunctionDef | ast.AsyncFunctionDef,
+    module_values: dict[str, ast.expr],
+    imports: dict[str, str],
+    idpart: str,
+    test_source: str,
+) -> dict[str, ast.expr] | str:
+    """name -> value to put in its place: the parametrize case's values and the
+    module's literal constants, or why the case cannot be found."""
+    subst: dict[str, ast.expr] = {}
+    if idpart:
+        params = param_sources(func, module_values, idpart, test_source)
+        if params is None:
+            return "the parametrize case of the id cannot be found"
+        for name, text in params.items():
+            try:
+                subst[name] = ast.parse(text, mode="eval").body
+            except SyntaxError:
+                return "a parametrize value does not parse"
+    for name, value in module_values.items():
+        if name not in subst and name not in imports:
+            try:
+                ast.literal_eval(value)
+            except (ValueError, SyntaxError, TypeError, RecursionError):
+                continue
+            subst[name] = value
+    return subst
+
+
+def _standalone(
+    tree: ast.Module,
+    subject: ast.expr,
+    expected_node: ast.expr | None,
+    prior: list[ast.stmt],
+    imports: dict[str, str],
+    helper_lines: int = 0,
+) -> tuple[list[ast.stmt], list[ast.FunctionDef], set[str]] | str:
+    """(the setup with the helpers it needs first, those helpers, the names the
+    setup binds) when `subject` and the statements before it run on their own
+    (imports, builtins, small helpers of the test module), else why not."""
+    setup = _setup(prior)
+    if isinstance(setup, str):
+        return setup
+    line_names = _names(subject, ast.Load) | (_names(expected_node, ast.Load) if expected_node is not None else set())
+    used = set(line_names)
+    for s in setup:
+        used |= _free_names(s)
+    helpers = _helpers_needed(tree, used - set(imports) - _BUILTINS, imports, helper_lines or MAX_HELPER_LINES)
+    if isinstance(helpers, str):
+        return helpers
+    known = set(imports) | _BUILTINS | {h.name for h in helpers}
+    bound: set[str] = set()
+    for s in setup:
+        if _free_names(s) - known - bound:
+            return "the setup needs a fixture, a helper or a local the test does not define here"
+        if any(isinstance(n, ast.ImportFrom | ast.Import) for n in ast.walk(s)) and any(
+            _test_helper(m) for m in _modules_of(s)
+        ):
+            return "the setup imports a test helper"
+        bound |= _binds(s)
+    if line_names - known - bound:
+        return "the failing line needs a fixture, a helper or `self`"
+    if not any(_calls_import(node, imports) for node in [subject, *helpers, *setup]):
+        return "no library call in the reproduction"
+    return [*helpers, *setup], helpers, bound
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 MAX_HELPER_LINES = 6
 
@@ -457,7 +489,9 @@ def _all_loads(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
 
 
-def _helpers_needed(tree: ast.Module, names: set[str], imports: dict[str, str]) -> list[ast.FunctionDef] | str:
+def _helpers_needed(
+    tree: ast.Module, names: set[str], imports: dict[str, str], max_lines: int = MAX_HELPER_LINES
+) -> list[ast.FunctionDef] | str:
     """The test module's own small functions the reproduction calls (and
     those they call), to be copied into it: undecorated, not tests, a few
     lines, using only imports, builtins and each other."""
@@ -473,7 +507,7 @@ def _helpers_needed(tree: ast.Module, names: set[str], imports: dict[str, str]) 
         if name in picked:
             continue
         fn = defs[name]
-        if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > MAX_HELPER_LINES:
+        if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > max_lines:
             return f"the helper {name}() is too long to copy"
         picked[name] = fn
         args = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
@@ -486,10 +520,15 @@ def _helpers_needed(tree: ast.Module, names: set[str], imports: dict[str, str]) 
     return [picked[n] for n in sorted(picked, key=lambda n: defs[n].lineno)]
 
 
-_UNITTEST = {
+_UNITTEST: dict[str, type[ast.cmpop]] = {
     "assertEqual": ast.Eq,
     "assertEquals": ast.Eq,
+    **{f"assert{kind}Equal": ast.Eq for kind in ("Dict", "List", "Tuple", "Set", "Sequence", "MultiLine")},
     "assertIs": ast.Is,
+    "assertNotEqual": ast.NotEq,
+    "assertIn": ast.In,
+    "assertNotIn": ast.NotIn,
+    "assertIsNot": ast.IsNot,
 }
 
 
@@ -546,11 +585,189 @@ def _input_of(subject: ast.expr, setup: list[ast.stmt], imports: dict[str, str],
 
 
 def _calls_import(node: ast.AST, imports: dict[str, str]) -> bool:
+    """Whether `node` calls something imported (a decorator is a call too)."""
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Call):
-            root = sub.func
+        called = [sub.func] if isinstance(sub, ast.Call) else []
+        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            called = list(sub.decorator_list)
+        for root in called:
             while isinstance(root, ast.Attribute):
                 root = root.value
             if isinstance(root, ast.Name) and root.id in imports:
                 return True
     return False
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+STATIC_HELPER_LINES = 15  # read from the source, a reproduction may carry a longer helper
+STATIC_SETUP_LINES = 24
+
+
+def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list[Repro]:
+    """Reproductions of a test read from its source alone, for when pytest's
+    report gives none (its module failed to import on the start state, the
+    failing line is in a helper, pytest cut a value short): each checking
+    statement of the test body in order (an assertion, or a call under
+    `pytest.raises`), with every statement before it as setup, while the body
+    stays simple. What comes back is not known here: each one is run on the
+    buggy and the fixed library and its outcome and expectation filled in
+    from those runs (`repro_check.run_outcomes`), or dropped."""
+    path, *scope = test_id.split("::")
+    if not scope:
+        return []
+    func_name, _, idpart = scope[-1].partition("[")
+    idpart = idpart.removesuffix("]")
+    try:
+        tree = ast.parse(test_source)
+    except SyntaxError:
+        return []
+    imports, module_values = _module_scope(tree)
+    owner = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name in scope[:-1]), tree)
+    bodies = [owner.body] if isinstance(owner, ast.Module) else [c.body for c in _class_line(tree, owner)]
+    func = next(
+        (
+            n
+            for body in bodies  # an inherited test is its base's function, with its own class's attributes
+            for n in body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == func_name
+        ),
+        None,
+    )
+    if func is None:
+        return []
+    subst = _substitutions(func, module_values, imports, idpart, test_source)
+    if isinstance(subst, str) or _needs_fixtures(func, tree, set(subst) | {"tmp_path"}):
+        return []
+    imports = dict(imports) | _star_names(tree, func, imports, module_values)
+    prelude: list[ast.stmt] = []
+    if "tmp_path" in {a.arg for a in func.args.args}:  # pytest's fixture, made by hand
+        imports |= {"tempfile": "import tempfile", "pathlib": "import pathlib"}
+        prelude = [ast.parse("tmp_path = pathlib.Path(tempfile.mkdtemp())").body[0]]
+    attrs = _class_values(tree, owner) if isinstance(owner, ast.ClassDef) else {}
+    found: list[Repro] = []
+    for i, raw in enumerate(func.body):
+        stmt, raises, prior = raw, "", list(func.body[:i])
+        if isinstance(raw, ast.With) and len(raw.items) == 1 and len(raw.body) == 1:
+            ctx = raw.items[0].context_expr
+            if isinstance(ctx, ast.Name) and ctx.id in module_values:
+                ctx = module_values[ctx.id]  # `SE = raises(SchemaError)` at module level, `with SE:` in tests
+            if isinstance(ctx, ast.Call) and callee_name(ctx) in ("raises", "assertRaises") and ctx.args:
+                stmt, raises = raw.body[0], ast.unparse(ctx.args[0])
+        if isinstance(raw, _DEFINITIONS):
+            continue  # a definition the test makes: setup of what follows
+        loop = _failing_cases(raw)
+        if loop is None and not isinstance(stmt, _SIMPLE):
+            break  # a branch, `try` or another loop: what follows may depend on it
+        stmt = _from_unittest(_Substitute(subst).visit(_SelfAttrs(attrs).visit(copy.deepcopy(loop or stmt))))
+        prior = [_from_unittest(_Substitute(subst).visit(_SelfAttrs(attrs).visit(copy.deepcopy(s)))) for s in prior]
+        expected_node: ast.expr | None = None
+        if loop is not None:
+            subject = stmt.value  # type: ignore[attr-defined]
+        elif isinstance(stmt, ast.Assert) and not raises:
+            test = stmt.test
+            if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.Is)):
+                left, right = test.left, test.comparators[0]
+                swap = not _involves_call_or_local(left, imports, prior) and _involves_call_or_local(
+                    right, imports, prior
+                )
+                subject, expected_node = (right, left) if swap else (left, right)
+            else:
+                subject = test  # `x in y`, `not f(x)`, `f(x)`: its truth value is what the test checks
+        elif raises and isinstance(stmt, (ast.Expr, ast.Assign)):
+            subject = stmt.value
+        else:
+            continue  # a plain statement: setup of the ones after it
+        alone = _standalone(tree, subject, expected_node, [*prelude, *prior], imports, STATIC_HELPER_LINES)
+        if isinstance(alone, str):
+            continue
+        setup, helpers, bound = alone
+        call = ast.unparse(subject)
+        lines = [ast.unparse(s) + ("\n" if isinstance(s, _DEFINITIONS) else "") for s in setup]
+        if (
+            len(call) > MAX_VALUE_CHARS
+            or sum(x.count("\n") + 1 for x in lines) > STATIC_SETUP_LINES
+            or sum(map(len, lines)) > 2 * MAX_SETUP_CHARS
+        ):
+            break  # the later ones only grow
+        needed = sorted({imports[u] for node in [subject, *setup] for u in _all_loads(node) if u in imports})
+        args = "" if loop else _input_of(subject, setup, imports, bound | {h.name for h in helpers})
+        found.append(Repro(tuple(needed), call, args, f"{raises} to be raised" if raises else "", "", "", tuple(lines)))
+        if len(found) >= limit:
+            break
+    return found
+
+
+def _failing_cases(stmt: ast.stmt) -> ast.Expr | None:
+    """A loop whose body is one assertion (`for k, v in items: assert f(v) == k`)
+    as the list of the cases that fail it (`[(k, v) for k, v in items if not
+    f(v) == k]`): empty on the fixed library, the failing cases on the buggy one."""
+    if not (isinstance(stmt, ast.For) and not stmt.orelse and len(stmt.body) == 1):
+        return None
+    check = _from_unittest(stmt.body[0])
+    if not isinstance(check, ast.Assert):
+        return None
+    cases = ast.ListComp(
+        elt=stmt.target,
+        generators=[
+            ast.comprehension(target=stmt.target, iter=stmt.iter, ifs=[ast.UnaryOp(ast.Not(), check.test)], is_async=0)
+        ],
+    )
+    return ast.copy_location(ast.Expr(value=cases), stmt)
+
+
+def _class_line(tree: ast.Module, cls: ast.ClassDef) -> list[ast.ClassDef]:
+    """`cls` and the classes of the module it derives from, nearest first."""
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    line: list[ast.ClassDef] = []
+    todo = [cls]
+    while todo:
+        c = todo.pop(0)
+        if c not in line:
+            line.append(c)
+            todo += [classes[b.id] for b in c.bases if isinstance(b, ast.Name) and b.id in classes]
+    return line
+
+
+def _class_values(tree: ast.Module, cls: ast.ClassDef) -> dict[str, ast.expr]:
+    """The plain class attributes (`D = dict`) a test class and the classes of
+    the module it derives from set, the test's own class first."""
+    values: dict[str, ast.expr] = {}
+    for c in _class_line(tree, cls):
+        for item in c.body:
+            if isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name):
+                values.setdefault(item.targets[0].id, item.value)
+    return values
+
+
+class _SelfAttrs(ast.NodeTransformer):
+    """`self.NAME` as the class attribute's value."""
+
+    def __init__(self, values: dict[str, ast.expr]):
+        self.values = values
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        if isinstance(node.value, ast.Name) and node.value.id == "self" and node.attr in self.values:
+            return copy.deepcopy(self.values[node.attr])
+        self.generic_visit(node)
+        return node
+
+
+def _star_names(
+    tree: ast.Module, func: ast.FunctionDef | ast.AsyncFunctionDef, imports: dict[str, str], values: dict[str, ast.expr]
+) -> dict[str, str]:
+    """name -> the `from lib import *` lines of the test module, for each name the
+    test reads that nothing else binds (a name the library lacks raises NameError
+    on both sides, so such a reproduction tells nothing apart and is dropped)."""
+    stars = [
+        f"from {n.module} import *"
+        for n in tree.body
+        if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module and not _test_helper(n.module)
+        if any(a.name == "*" for a in n.names)
+    ]
+    if not stars:
+        return {}
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    local = _names(func, ast.Store) | {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)}
+    local |= {n.name for n in ast.walk(func) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    free = _all_loads(func) - local - defined - set(imports) - set(values) - _BUILTINS
+    return {name: "\n".join(stars) for name in free}

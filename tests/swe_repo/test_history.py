@@ -17,17 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from sandgym.envs.swe_repo.history import classify, fix_commits, make_history
+from sandgym.envs.swe_repo.history import classify, fix_commits, make_history, rewrite_located
 from sandgym.specs import TaskSet
 from sandgym.specs.swe_repo import SWETaskPair
 from sandgym.verifiers.swe_repo.checkout import start_state
 from sandgym.verifiers.swe_repo.history_bundles import BUNDLE_REF, HISTORY_ENV, chain
 
 REPO = "sandgym-tests/tinycalc"
-SHIPPED = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo" / "history-v1"
-CHAINS = SHIPPED.parent / "history"  # not history_dir(): the module's fixture points that elsewhere
-SHIPPED_HASH = "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29"  # history-v1 as shipped
-MAX_SHIPPED_BYTES = 8 * 2**20
+SETS = Path(__file__).resolve().parents[2] / "task_specs" / "swe_repo"
+CHAINS = SETS / "history"  # not history_dir(): the module's fixture points that elsewhere
+SHIPPED_HASHES = {  # each set as shipped
+    "history-v1": "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29",
+    "history-v2": "sha256:7c8cf7314e643267bde9fd0c1dd7ed1b84d43ebe83d9085c7754cbd4c07e205a",
+}
+MAX_SHIPPED_BYTES = 10 * 2**20  # every chain of task_specs/swe_repo/history/ together (with history-v2: 9.96 MiB)
 
 CALC_BUGGY = '''"""A tiny calculator."""
 
@@ -124,6 +127,12 @@ def build_repo(root: Path) -> tuple[Path, dict[str, str]]:
     append(repo, "tests/test_calc.py", '\n\ndef test_shout():\n    assert shout("hi") == "HI!"\n')
     git(repo, "commit", "-q", "-am", "Fix #2")
     commits["fix2"] = git(repo, "rev-parse", "HEAD")
+    # fix 3: a new function its tests import, so on the parent the whole test module fails to import
+    append(repo, "tinycalc/calc.py", "\n\ndef double(x):\n    return 2 * x\n")
+    edit(repo, "tests/test_calc.py", "import add, clamp, shout", "import add, clamp, double, shout")
+    append(repo, "tests/test_calc.py", "\n\ndef test_double():\n    assert double(4) == 8\n")
+    git(repo, "commit", "-q", "-am", "Add double")
+    commits["fix3"] = git(repo, "rev-parse", "HEAD")
     write(repo, "tinycalc/calc.py", (repo / "tinycalc/calc.py").read_text() + "\n\ndef future():\n    return 1\n")
     git(repo, "commit", "-q", "-am", "the future")
     git(repo, "tag", "v9")
@@ -141,7 +150,7 @@ def test_classify_keeps_source_and_test_changes_only():
 def test_fix_commits_are_found_oldest_first(tmp_path):
     repo, commits = build_repo(tmp_path)
     found = fix_commits(repo / ".git")
-    assert [f.commit for f in found] == [commits["fix1"], commits["refactor"], commits["fix2"]]
+    assert [f.commit for f in found] == [commits[k] for k in ("fix1", "refactor", "fix2", "fix3")]
     fix1 = found[0]
     assert fix1.parent == commits["root"]
     assert fix1.src_paths == ["tinycalc/calc.py"] and fix1.test_paths == ["tests/test_calc.py"]
@@ -169,7 +178,7 @@ def test_pipeline_makes_a_task_per_real_fix(made):
     ts = TaskSet.load(made["root"] / "set")
     c = made["commits"]
     by_id = {t.id: SWETaskPair.of(t) for t in ts.tasks}
-    assert sorted(by_id) == sorted([f"tinycalc/{c['fix1'][:12]}", f"tinycalc/{c['fix2'][:12]}"]), made["logs"]
+    assert sorted(by_id) == sorted(f"tinycalc/{c[k][:12]}" for k in ("fix1", "fix2", "fix3")), made["logs"]
     t1 = by_id[f"tinycalc/{c['fix1'][:12]}"]
     assert t1.visible.repo.kind == "git" and t1.visible.repo.commit == c["root"]
     assert t1.hidden.FAIL_TO_PASS == ["tests/test_calc.py::test_clamp_high"]
@@ -177,14 +186,14 @@ def test_pipeline_makes_a_task_per_real_fix(made):
     assert "history" in t1.visible.tags and t1.visible.source == "history"
     assert "x > high" not in t1.visible.problem_statement  # the fix is not in the text
     stats = made["stats"][0]
-    assert stats.kept == 2 and stats.waste.get("no_fail_to_pass") == 1
-    assert stats.gold_full == stats.gold_runs == 6  # three runs per kept task
+    assert stats.kept == 3 and stats.waste.get("no_fail_to_pass") == 1
+    assert stats.gold_full == stats.gold_runs == 9  # three runs per kept task
 
 
 def test_bundles_are_cut_at_each_base(made, tmp_path):
     c = made["commits"]
     links = chain(made["root"] / "bundles" / "sandgym-tests__tinycalc")
-    assert [commit for commit, _ in links] == [c["root"], c["refactor"]]  # the kept tasks' parents, oldest first
+    assert [commit for commit, _ in links] == [c["root"], c["refactor"], c["fix2"]]  # the tasks' parents, oldest first
     scratch = tmp_path / "scratch.git"
     subprocess.run(["git", "init", "-q", "--bare", str(scratch)], check=True)
     for i, (commit, bundle) in enumerate(links):
@@ -193,8 +202,31 @@ def test_bundles_are_cut_at_each_base(made, tmp_path):
         git(scratch, "fetch", "-q", str(bundle), f"{BUNDLE_REF}:refs/b{i}")
         everything = git(scratch, "rev-list", "--all").split()
         assert set(everything) == set(git(scratch, "rev-list", commit).split())  # nothing later than this base
-        assert c["fix2"] not in everything and c["future"] not in everything
+        assert c["fix3"] not in everything and c["future"] not in everything
         assert "v9" not in git(scratch, "show-ref")
+
+
+def test_located_texts_are_written_again_with_checked_reproductions(made, runtime):
+    """rewrite_located: the same commits built again at symptom level. A failing test's
+    report gives fix 1's reproduction; fix 3's test module does not import on the
+    parent, so its reproduction is read from the test's source and run on both sides."""
+    c = made["commits"]
+    before = [SWETaskPair.of(t) for t in TaskSet.load(made["root"] / "set").tasks]
+    logs: list[str] = []
+    after = {
+        t.id: t
+        for t in rewrite_located(before, {REPO: made["repo"] / ".git"}, runtime, {"symptom": 1.0}, 0, logs.append)
+    }
+    for old in before:
+        new = after[old.id]
+        assert new.hidden == old.hidden and new.visible.repo == old.visible.repo, logs  # the task validates as before
+        assert new.visible.difficulty is not None and new.visible.difficulty.issue_level == "symptom", logs
+        assert new.visible.visible_tests == ["tests"] and "issue:symptom" in new.visible.tags
+    fix1 = after[f"tinycalc/{c['fix1'][:12]}"].visible.problem_statement
+    assert "clamp(11, 0, 10)" in fix1 and "tinycalc/calc.py" not in fix1
+    fix3 = after[f"tinycalc/{c['fix3'][:12]}"].visible.problem_statement
+    assert "from tinycalc.calc import double" in fix3 and "double(4)" in fix3, fix3
+    assert "This raises `ImportError`; I expected `8`." in fix3
 
 
 def test_start_state_is_one_commit_of_the_parent_tree(made):
@@ -204,39 +236,73 @@ def test_start_state_is_one_commit_of_the_parent_tree(made):
     assert state.base_commit != task.visible.repo.commit  # a new commit of the parent's tree, no history
 
 
-def test_shipped_history_set_is_intact():
-    """The shipped set: its hash, every task tagged history at a git base commit,
+@pytest.mark.parametrize("name", sorted(SHIPPED_HASHES))
+def test_shipped_history_set_is_intact(name):
+    """A shipped set: its hash, every task tagged history at a git base commit,
     and each repository's bundle chain cut at its tasks' base commits."""
-    if not SHIPPED.exists():
-        pytest.skip("no shipped history set in this tree")
-    ts = TaskSet.load(SHIPPED)
-    if SHIPPED_HASH:
-        assert ts.hash == SHIPPED_HASH
-    folder = CHAINS
+    if not (SETS / name).exists():
+        pytest.skip(f"no {name} in this tree")
+    ts = TaskSet.load(SETS / name)
+    if SHIPPED_HASHES[name]:
+        assert ts.hash == SHIPPED_HASHES[name]
     by_repo: dict[str, set[str]] = {}
     for t in ts.tasks:
         pair = SWETaskPair.of(t)
         assert "history" in pair.visible.tags and pair.visible.repo.kind == "git"
         by_repo.setdefault(pair.visible.repo.name, set()).add(pair.visible.repo.commit)
-    total = 0
-    for name, bases in by_repo.items():
-        links = chain(folder / name.replace("/", "__"))
-        assert {c for c, _ in links} == bases, name
-        total += sum(b.stat().st_size for _, b in links)
+    for repo, bases in by_repo.items():
+        links = chain(CHAINS / repo.replace("/", "__"))
+        assert {c for c, _ in links} == bases, repo
         for commit, bundle in links:  # each bundle's one ref is its base commit
             heads = subprocess.run(
                 ["git", "bundle", "list-heads", str(bundle)], capture_output=True, text=True, check=True
             ).stdout.split()
             assert heads == [commit, BUNDLE_REF], bundle
-    assert total < MAX_SHIPPED_BYTES  # the size cap of the shipped history
 
 
-def test_shipped_chains_reach_no_later_commit(tmp_path):
-    """Unbundled in order, bundles 0..k reach exactly the history of base k."""
-    folder = CHAINS
-    repos = [p for p in folder.iterdir() if p.is_dir()] if folder.is_dir() else []
-    if not repos:
-        pytest.skip("no shipped history bundles in this tree")
+def test_shipped_history_fits_its_cap():
+    """Every chain ships with sandgym (CI and clones carry it): the whole folder is capped."""
+    total = sum(f.stat().st_size for f in CHAINS.rglob("*.bundle")) if CHAINS.is_dir() else 0
+    assert total < MAX_SHIPPED_BYTES, total
+
+
+def test_history_v2_keeps_v1_and_writes_fewer_located_texts():
+    """history-v2: every history-v1 task with the same start state, patches and
+    tests (only a located text may be written again), at least 200 tasks from
+    16 repositories, at least 40 % of texts `symptom` and fewer `located` than
+    history-v1's 68 % (issue 35 asks for at most 30 %: not reached);
+    a symptom or minimal text names no test, test file or source file of its task."""
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.issues import changed_lines, names_any
+    from sandgym.verifiers.swe_repo.diffs import patch_paths
+
+    if not (SETS / "history-v2").exists():
+        pytest.skip("no history-v2 in this tree")
+    v2 = {t.id: SWETaskPair.of(t) for t in TaskSet.load(SETS / "history-v2").tasks}
+    for t in (SWETaskPair.of(x) for x in TaskSet.load(SETS / "history-v1").tasks):
+        n = v2[t.id]
+        assert n.hidden == t.hidden and n.visible.repo == t.visible.repo, t.id
+        assert (n.visible.environment, n.visible.base_patch) == (t.visible.environment, t.visible.base_patch)
+        assert n.visible.difficulty is not None and t.visible.difficulty is not None
+        if t.visible.difficulty.issue_level != "located":
+            assert n.visible == t.visible, t.id
+    levels = {"located": 0, "symptom": 0, "minimal": 0}
+    for t in v2.values():
+        v, h, d = t.visible, t.hidden, t.visible.difficulty
+        assert d is not None and f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
+        levels[d.issue_level] += 1
+        text = f"{v.title}\n{v.problem_statement}"
+        for line in changed_lines(h.patch):
+            assert line in ("pass", "continue", "break", "return", "else:") or line not in text, t.id
+        if d.issue_level != "located":
+            secret = {target_of(x).name for x in h.FAIL_TO_PASS} | set(patch_paths(h.patch) + patch_paths(h.test_patch))
+            assert not names_any(text, sorted(secret)), t.id
+            assert "```python" in text or d.issue_level == "minimal", t.id
+    assert len(v2) >= 200 and len({t.visible.repo.name for t in v2.values()}) >= 16, (len(v2), levels)
+    assert levels["located"] <= 0.50 * len(v2) and levels["symptom"] >= 0.40 * len(v2), levels
+
+
+def _check_chains_reach_no_later_commit(tmp_path: Path, repos: list[Path]) -> None:
     for repo in repos:
         scratch = tmp_path / f"{repo.name}.git"
         subprocess.run(["git", "init", "-q", "--bare", str(scratch)], check=True)
@@ -245,3 +311,21 @@ def test_shipped_chains_reach_no_later_commit(tmp_path):
             reachable = set(git(scratch, "rev-list", "--all").split())
             assert reachable == set(git(scratch, "rev-list", commit).split()), bundle
             assert git(scratch, "for-each-ref", "refs/tags") == ""
+
+
+def _shipped_chains() -> list[Path]:
+    return sorted(p for p in CHAINS.iterdir() if p.is_dir()) if CHAINS.is_dir() else []
+
+
+def test_shipped_chains_reach_no_later_commit(tmp_path):
+    """Unbundled in order, bundles 0..k reach exactly the history of base k: the
+    two smallest chains here (seconds); every chain under SANDGYM_SLOW=1."""
+    repos = sorted(_shipped_chains(), key=lambda p: sum(b.stat().st_size for b in p.glob("*.bundle")))[:2]
+    if not repos:
+        pytest.skip("no shipped history bundles in this tree")
+    _check_chains_reach_no_later_commit(tmp_path, repos)
+
+
+@pytest.mark.slow
+def test_every_shipped_chain_reaches_no_later_commit(tmp_path):
+    _check_chains_reach_no_later_commit(tmp_path, _shipped_chains())
