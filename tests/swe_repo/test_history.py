@@ -190,6 +190,18 @@ def test_pipeline_makes_a_task_per_real_fix(made):
     assert stats.gold_full == stats.gold_runs == 9  # three runs per kept task
 
 
+def test_max_tasks_cuts_the_set_and_its_chain_alike(tmp_path, runtime, monkeypatch):
+    # Two candidates are built at once (jobs=2); with --max 1 the second one of that
+    # batch is written nowhere: one task, the newest fix, and a chain of its base only.
+    repo, commits = build_repo(tmp_path)
+    monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "bundles"))
+    stats = make_history([(REPO, repo / ".git")], tmp_path / "set", runtime, 1, {"located": 1.0}, jobs=2)
+    ts = TaskSet.load(tmp_path / "set")
+    assert [t.id for t in ts.tasks] == [f"tinycalc/{commits['fix3'][:12]}"] and stats[0].kept == 1
+    links = chain(tmp_path / "bundles" / "sandgym-tests__tinycalc")
+    assert [commit for commit, _ in links] == [commits["fix2"]]
+
+
 def test_bundles_are_cut_at_each_base(made, tmp_path):
     c = made["commits"]
     links = chain(made["root"] / "bundles" / "sandgym-tests__tinycalc")
