@@ -174,9 +174,12 @@ def _setup(prior: list[ast.stmt]) -> list[ast.stmt] | str:
     return [x for x in prior if not (isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant))]
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
 def _own_nodes(stmt: ast.stmt):
     """The nodes of `stmt` outside the functions it defines."""
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    if isinstance(stmt, _DEFINITIONS):
         return  # a definition runs none of its body
     todo: list[ast.AST] = [stmt]
     while todo:
@@ -196,7 +199,7 @@ def _free_names(stmt: ast.stmt) -> set[str]:
             bound.add(n.id)
         elif isinstance(n, ast.arg):
             bound.add(n.arg)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        elif isinstance(n, _DEFINITIONS):
             bound.add(n.name)
         elif isinstance(n, (ast.Import, ast.ImportFrom)):
             bound |= {(a.asname or a.name).split(".")[0] for a in n.names}
@@ -211,7 +214,7 @@ def _binds(stmt: ast.stmt) -> set[str]:
     for n in _own_nodes(stmt):
         if isinstance(n, (ast.Import, ast.ImportFrom)):
             out |= {(a.asname or a.name).split(".")[0] for a in n.names}
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    if isinstance(stmt, _DEFINITIONS):
         out.add(stmt.name)
     return out
 
@@ -263,6 +266,16 @@ def _truncated(value: str) -> bool:
     return "..." in value
 
 
+def _id_parts(test_id: str) -> tuple[str, list[str], str, str] | None:
+    """(file, the names after it, the test function's name, the parametrize id) of a
+    pytest node id ("tests/t.py::Cls::test_f[a-1]"), or None when it names no test."""
+    path, *scope = test_id.split("::")
+    if not scope:
+        return None
+    func_name, _, idpart = scope[-1].partition("[")
+    return path, scope, func_name, idpart.removesuffix("]")
+
+
 def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro | str:
     """A standalone reproduction from one failing test, or why there is none.
 
@@ -273,11 +286,10 @@ def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro |
     standalone. What went wrong comes from pytest's report: the values of a
     failed `==`, `is`, or truth assertion, the exception raised, or a
     `pytest.raises` that saw nothing raised."""
-    path, *scope = test_id.split("::")
-    if not scope:
+    parts = _id_parts(test_id)
+    if parts is None:
         return "the id names no test function"
-    func_name, _, idpart = scope[-1].partition("[")
-    idpart = idpart[:-1] if idpart.endswith("]") else idpart
+    path, _, func_name, idpart = parts
     detail = _ANSI.sub("", detail)
     frame = _test_frame(detail, path, func_name)
     if not frame:
@@ -588,7 +600,7 @@ def _calls_import(node: ast.AST, imports: dict[str, str]) -> bool:
     """Whether `node` calls something imported (a decorator is a call too)."""
     for sub in ast.walk(node):
         called = [sub.func] if isinstance(sub, ast.Call) else []
-        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(sub, _DEFINITIONS):
             called = list(sub.decorator_list)
         for root in called:
             while isinstance(root, ast.Attribute):
@@ -598,7 +610,6 @@ def _calls_import(node: ast.AST, imports: dict[str, str]) -> bool:
     return False
 
 
-_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 STATIC_HELPER_LINES = 15  # read from the source, a reproduction may carry a longer helper
 STATIC_SETUP_LINES = 24
 
@@ -612,11 +623,10 @@ def static_reproductions(test_id: str, test_source: str, limit: int = 3) -> list
     stays simple. What comes back is not known here: each one is run on the
     buggy and the fixed library and its outcome and expectation filled in
     from those runs (`repro_check.run_outcomes`), or dropped."""
-    path, *scope = test_id.split("::")
-    if not scope:
+    parts = _id_parts(test_id)
+    if parts is None:
         return []
-    func_name, _, idpart = scope[-1].partition("[")
-    idpart = idpart.removesuffix("]")
+    _, scope, func_name, idpart = parts
     try:
         tree = ast.parse(test_source)
     except SyntaxError:
@@ -766,8 +776,8 @@ def _star_names(
     ]
     if not stars:
         return {}
-    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    defined = {n.name for n in tree.body if isinstance(n, _DEFINITIONS)}
     local = _names(func, ast.Store) | {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)}
-    local |= {n.name for n in ast.walk(func) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    local |= {n.name for n in ast.walk(func) if isinstance(n, _DEFINITIONS)}
     free = _all_loads(func) - local - defined - set(imports) - set(values) - _BUILTINS
     return {name: "\n".join(stars) for name in free}
