@@ -38,9 +38,10 @@ from sandgym.envs.swe_repo.assemble import Dropped, choose_level, issue_text, su
 from sandgym.envs.swe_repo.factory import FactoryError, pin_requirements
 from sandgym.envs.swe_repo.issues import changed_lines, names_any
 from sandgym.envs.swe_repo.repro_check import filled, run_outcomes, runnable, tells_apart
-from sandgym.envs.swe_repo.reproduction import Repro, explain_reproduction, static_reproductions
+from sandgym.envs.swe_repo.reproduction import Repro, explain_reproduction
 from sandgym.envs.swe_repo.requirements import discover_test_requirements
 from sandgym.envs.swe_repo.source_tree import detect_import_root, is_test_path
+from sandgym.envs.swe_repo.static_repro import static_reproductions
 from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
 from sandgym.verifiers.swe_repo.git_sources import run_git, write_tree
 from sandgym.verifiers.swe_repo.sandbox import run_tests

@@ -155,7 +155,7 @@ MAX_SHOWN = 300  # characters of a value or message a text shows (the check reco
 
 
 def filled(r: Repro, buggy: tuple[str, str] | None, fixed: tuple[str, str] | None) -> Repro | None:
-    """`r` (from `reproduction.static_reproductions`) with what came back on
+    """`r` (from `static_repro.static_reproductions`) with what came back on
     the buggy library and what the fixed one gives as the expectation, when
     the two outcomes differ and say something a text can show; else None."""
     if buggy is None or fixed is None or buggy == fixed or "timed out" in (buggy[0], fixed[0]):

@@ -14,7 +14,8 @@ from sandgym.envs.swe_repo.repro_check import (
     runnable,
     tells_apart,
 )
-from sandgym.envs.swe_repo.reproduction import Repro, static_reproductions
+from sandgym.envs.swe_repo.reproduction import Repro
+from sandgym.envs.swe_repo.static_repro import static_reproductions
 from sandgym.specs.swe_repo import TestEnvironment as Env
 
 LIB = "def double(x):\n    return x * 2\n\n\ndef name(x):\n    return 'n'\n"
