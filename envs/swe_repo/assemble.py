@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandgym.envs.swe_repo.hiding import Definitions, Target, Unhideable, hide_tests, target_of
-from sandgym.envs.swe_repo.issues import changed_lines, names_any, write_issue, write_minimal, write_symptom
+from sandgym.envs.swe_repo.issues import names_any, telling_lines, write_issue, write_minimal, write_symptom
 from sandgym.envs.swe_repo.mutations import Mutation
 from sandgym.envs.swe_repo.reproduction import Repro, reproduction
 from sandgym.specs.swe_repo import Difficulty, IssueLevel, RepoSource, SWEHidden, SWETask, SWETaskPair, TestEnvironment
@@ -204,7 +204,7 @@ def issue_text(
         level = "symptom"  # the input is no literal: the call shows it
     if level != "located" and any(r is None for r in repros):
         level = "located"  # no standalone reproduction: the text says where instead
-    secrets = [s for s in changed_lines(src_patch) if s not in ("pass", "continue", "break", "return", "else:")]
+    secrets = telling_lines(src_patch)
     if level != "located":
         found = [r for r in repros if r is not None]
         title, issue = (write_symptom if level == "symptom" else write_minimal)(name, version, found)

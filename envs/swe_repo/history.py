@@ -53,7 +53,7 @@ MAX_GOLD_FILES = 4
 MAX_TEST_LINES = 800
 MAX_REPRO_TRIES = 3  # each try is two sandbox runs
 MAX_STATIC_TESTS = 60  # failing tests whose source is read for reproductions
-MAX_STATIC_RUNS = 40  # of those reproductions, run at once on each side (one run each)
+MAX_STATIC_RUNS = 80  # of those reproductions, run at once on each side (one run each; each stops after 5 s)
 # A commit that changes how the project is built or tested changes the environment too.
 CONFIG_FILES = {"setup.py", "setup.cfg", "pyproject.toml", "tox.ini", "pytest.ini", "noxfile.py", "Pipfile"}
 NOT_SOURCE_DIRS = ("docs/", "doc/", "examples/", "benchmarks/", "scripts/", ".github/")
@@ -390,12 +390,18 @@ def _reproductions(
         if tries >= MAX_REPRO_TRIES:
             break
     pairs = []
-    for t in f2p[:MAX_STATIC_TESTS]:
+    read = f2p[:MAX_STATIC_TESTS]
+    per_test = max(2, MAX_STATIC_RUNS // max(1, len(read)))  # one failing test: any of its checks may be the one
+    for t in read:
+        path = t.split("::")[0]
+        unread: list[str] = []
         try:
-            found = static_reproductions(t, sources.get(t.split("::")[0], ""), limit=2)
+            found = static_reproductions(t, sources.get(path, ""), per_test, unread, conftests(after, path))
         except (ValueError, TypeError, AttributeError, RecursionError, MemoryError):
             continue
         pairs += [(t, r) for r in found if runnable(r)]
+        if not found and unread:
+            notes.append(f"{t.split('::')[-1][:60]} (read from its source): {unread[-1][:120]}")
     # When the module failed to import, every test fails: those using the names the fix
     # changes or adds (its functions, the identifiers on its changed lines) come first.
     names = sorted({function for _, function in places} | _changed_names(gold))
@@ -410,6 +416,17 @@ def _reproductions(
             notes.append(f"{t.split('::')[-1][:60]} (read from its source): buggy {buggy}, fixed {fixed}"[:200])
         else:
             yield t, done
+
+
+def conftests(tree: Path, test_path: str) -> list[str]:
+    """The text of each conftest.py on the way from `test_path`'s folder up to the root of `tree`, nearest first."""
+    out = []
+    folder = PurePosixPath(test_path).parent
+    for up in [folder, *folder.parents]:
+        f = tree / up / "conftest.py"
+        if f.is_file() and not f.is_symlink() and f.stat().st_size < 200_000:
+            out.append(f.read_text(encoding="utf-8", errors="replace"))
+    return out
 
 
 # -- the run over repositories ------------------------------------------------------------

@@ -39,6 +39,20 @@ def changed_lines(patch: str) -> list[str]:
     return out
 
 
+UNTELLING = ("pass", "continue", "break", "return", "else:")
+
+
+def telling_lines(patch: str) -> list[str]:
+    """The changed lines a text must not quote: not a bare keyword, a line of
+    brackets or quotes only (`)`, `\"\"\"`), or an import (a reproduction's own
+    `import copy` says nothing about where the change is)."""
+    return [
+        s
+        for s in changed_lines(patch)
+        if s not in UNTELLING and any(ch.isalnum() for ch in s) and not re.match(r"(?:from \S+ )?import \w", s)
+    ]
+
+
 def _leaks(line: str, secrets: list[str]) -> bool:
     text = line.strip()
     return any(s in text or (len(text) > 3 and text in s) for s in secrets)

@@ -206,10 +206,12 @@ def standalone(
     prior: list[ast.stmt],
     imports: dict[str, str],
     helper_lines: int = 0,
-) -> tuple[list[ast.stmt], list[ast.FunctionDef], set[str]] | str:
-    """(the setup with the helpers it needs first, those helpers, the names the
-    setup binds) when `subject` and the statements before it run on their own
-    (imports, builtins, small helpers of the test module), else why not."""
+    definitions: bool = False,
+) -> tuple[list[ast.stmt], set[str], set[str]] | str:
+    """(the setup with the helpers it needs first, the helpers' names, the names
+    the setup binds) when `subject` and the statements before it run on their
+    own (imports, builtins, small helpers of the test module: `helpers_needed`),
+    else why not."""
     setup = setup_statements(prior)
     if isinstance(setup, str):
         return setup
@@ -219,24 +221,31 @@ def standalone(
     used = set(line_names)
     for s in setup:
         used |= free_names(s)
-    helpers = helpers_needed(tree, used - set(imports) - BUILTIN_NAMES, imports, helper_lines or MAX_HELPER_LINES)
+    helpers = helpers_needed(
+        tree, used - set(imports) - BUILTIN_NAMES, imports, helper_lines or MAX_HELPER_LINES, definitions
+    )
     if isinstance(helpers, str):
         return helpers
-    known = set(imports) | BUILTIN_NAMES | {h.name for h in helpers}
+    helper_names = {helper_name(h) for h in helpers}
+    known = set(imports) | BUILTIN_NAMES | helper_names
     bound: set[str] = set()
     for s in setup:
-        if free_names(s) - known - bound:
-            return "the setup needs a fixture, a helper or a local the test does not define here"
+        if missing := free_names(s) - known - bound:
+            return f"the setup needs a fixture, a helper or a local not defined here: {', '.join(sorted(missing))}"
         if any(isinstance(n, ast.ImportFrom | ast.Import) for n in ast.walk(s)) and any(
             test_helper(m) for m in modules_of(s)
         ):
             return "the setup imports a test helper"
         bound |= binds(s)
-    if line_names - known - bound:
-        return "the failing line needs a fixture, a helper or `self`"
-    if not any(calls_import(node, imports) for node in [subject, *helpers, *setup]):
+    if missing := line_names - known - bound:
+        return f"the failing line needs a fixture, a helper or `self`: {', '.join(sorted(missing))}"
+    # `f = lib.f` then `f(x)` calls the library too
+    aliases = {
+        n: "" for s in setup if isinstance(s, ast.Assign) and all_loads(s.value) & set(imports) for n in binds(s)
+    }
+    if not any(calls_import(node, imports | aliases) for node in [subject, *helpers, *setup]):
         return "no library call in the reproduction"
-    return [*helpers, *setup], helpers, bound
+    return [*helpers, *setup], helper_names, bound
 
 
 MAX_HELPER_LINES = 6
@@ -257,17 +266,30 @@ def all_loads(node: ast.AST) -> set[str]:
 
 
 def helpers_needed(
-    tree: ast.Module, names: set[str], imports: dict[str, str], max_lines: int = MAX_HELPER_LINES
-) -> list[ast.FunctionDef] | str:
+    tree: ast.Module,
+    names: set[str],
+    imports: dict[str, str],
+    max_lines: int = MAX_HELPER_LINES,
+    definitions: bool = False,
+) -> list[ast.stmt] | str:
     """The test module's own small functions the reproduction calls (and
     those they call), to be copied into it: undecorated, not tests, a few
-    lines, using only imports, builtins and each other."""
-    defs = {
+    lines, using only imports, builtins and each other. With `definitions`,
+    its small classes (no test methods) and module-level values built by
+    calls (`NOW = datetime(2020, 1, 1)`) count too."""
+    defs: dict[str, ast.stmt] = {
         n.name: n
         for n in tree.body
         if isinstance(n, ast.FunctionDef) and not n.decorator_list and not n.name.startswith("test")
     }
-    picked: dict[str, ast.FunctionDef] = {}
+    if definitions:
+        for n in tree.body:
+            if isinstance(n, ast.ClassDef) and not n.decorator_list and not n.name.startswith("Test"):
+                if not any(isinstance(m, DEFINITIONS) and m.name.startswith("test") for m in n.body):
+                    defs.setdefault(n.name, n)
+            elif (name := assigned_name(n)) and name not in defs:
+                defs[name] = n
+    picked: dict[str, ast.stmt] = {}
     todo = [n for n in names if n in defs]
     while todo:
         name = todo.pop()
@@ -277,14 +299,24 @@ def helpers_needed(
         if (fn.end_lineno or fn.lineno) - fn.lineno + 1 > max_lines:
             return f"the helper {name}() is too long to copy"
         picked[name] = fn
-        args = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
-        args |= {a.arg for a in (fn.args.vararg, fn.args.kwarg) if a is not None}
-        inner = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        for u in all_loads(fn) - args - inner - set(imports) - BUILTIN_NAMES:
+        for u in free_names(fn) - {name} - set(imports) - BUILTIN_NAMES:
             if u not in defs:
                 return f"the helper {name}() needs {u}"
             todo.append(u)
     return [picked[n] for n in sorted(picked, key=lambda n: defs[n].lineno)]
+
+
+def assigned_name(stmt: ast.stmt) -> str:
+    """The one name a plain assignment (`X = ...`, `X: T = ...`) binds, or ""."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+        return stmt.targets[0].id
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+        return stmt.target.id
+    return ""
+
+
+def helper_name(stmt: ast.stmt) -> str:
+    return stmt.name if isinstance(stmt, DEFINITIONS) else assigned_name(stmt)
 
 
 UNITTEST_ASSERTS: dict[str, type[ast.cmpop]] = {

@@ -173,8 +173,8 @@ def filled(r: Repro, buggy: tuple[str, str] | None, fixed: tuple[str, str] | Non
     if f_kind == "returned" and raises:
         return None
     expected = r.expected if raises else f_value
-    if b_kind == "raised" and len(expected) > MAX_SHOWN:
-        expected = ""  # "it raises X, which I did not expect": the fix's long value says no more
+    if b_kind == "raised" and (len(expected) > MAX_SHOWN or expected == "None"):
+        expected = ""  # "it raises X, which I did not expect": the fix's long value (or None) says no more
     changes: dict[str, object]
     if b_kind == "raised":
         message = buggy[1] if "/" not in buggy[1] and len(buggy[1]) <= MAX_SHOWN else ""  # no paths

@@ -273,7 +273,7 @@ def explain_reproduction(test_id: str, detail: str, test_source: str) -> Repro |
     needed = sorted({imports[u] for node in [subject, *setup] for u in all_loads(node) if u in imports})
     if expected_node is not None:
         needed = sorted(set(needed) | {imports[u] for u in names_in(expected_node, ast.Load) if u in imports})
-    local = bound | {h.name for h in helpers}
+    local = bound | helpers
     return Repro(
         tuple(needed), call, input_of(subject, setup, imports, local), expected, actual, error, tuple(lines), no_raise
     )

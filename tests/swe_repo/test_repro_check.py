@@ -132,16 +132,17 @@ class TestMore(TestBase):
 
 def test_reproductions_read_from_a_tests_source():
     got = static_reproductions("tests/test_lib.py::test_plain", TESTS)
-    assert [r.call for r in got] == ["x", "halve(x)"]
+    assert [r.call for r in got] == ["x", "halve(x)", "halve(x)"]
     assert got[0].setup == ("x = double(2)",) and got[0].imports == ("from mylib import double",)
-    assert got[1].setup == ("x = double(2)", "assert x == 4")  # the constant substituted
+    assert got[1].setup == ("x = double(2)",)  # the earlier check left out first, then kept
+    assert got[2].setup == ("x = double(2)", "assert x == 4")  # the constant substituted
     [raises] = static_reproductions("tests/test_lib.py::test_raises", TESTS)
     assert raises.call == "halve(-1)" and raises.expected == "ValueError to be raised" and raises.args == "-1"
     [named] = static_reproductions("tests/test_lib.py::test_raises_by_name", TESTS)
     assert named.call == "halve(-2)" and named.expected == "ValueError to be raised"
     [case] = static_reproductions("tests/test_lib.py::test_table[2]", TESTS)
     assert case.call == "double(2)" and case.args == "2"
-    # Fixtures make a test not standalone; a branch ends what can be read.
+    # A fixture defined nowhere here makes a test not standalone.
     assert static_reproductions("tests/test_lib.py::test_fixture", TESTS) == []
     [made] = static_reproductions("tests/test_lib.py::test_file", TESTS)  # tmp_path is made by hand
     assert made.setup[0] == "tmp_path = pathlib.Path(tempfile.mkdtemp())" and "import tempfile" in made.imports
@@ -149,7 +150,8 @@ def test_reproductions_read_from_a_tests_source():
     loop, after = static_reproductions("tests/test_lib.py::test_loop", TESTS)
     assert loop.call == "[n for n in range(3) if not double(n) == 2 * n]" and loop.args == ""
     assert after.call == "double(5)" and after.setup == ("for n in range(3):\n    assert double(n) == 2 * n",)
-    assert static_reproductions("tests/test_lib.py::test_branch", TESTS) == []
+    [branch] = static_reproductions("tests/test_lib.py::test_branch", TESTS)  # kept in its block
+    assert (branch.call, branch.setup) == ("result", ("if 4:\n    result = double(1)",))
     # A class attribute read through `self` is the value the test's class (or its base) sets.
     [base] = static_reproductions("tests/test_lib.py::TestBase::test_scaled", TESTS)
     [more] = static_reproductions("tests/test_lib.py::TestMore::test_scaled", TESTS)
