@@ -147,20 +147,27 @@ def _made(
         notes.append("the checked expression is too long")
         return []
     shorter = _without_checks(setup, checkers)
+    attempts = [shorter, setup] if len(shorter) < len(setup) else [setup]
+    # A check inside an earlier block could fail there, before the one shown: not the check the text is about.
+    attempts = [a for a in attempts if not any(_runs_check(s, checkers) for s in a if not _is_check(s, checkers))]
     out: list[Repro] = []
-    for attempt in [shorter, setup] if len(shorter) < len(setup) else [setup]:
+    for attempt in attempts:
         alone = standalone(tree, subject, expected_node, [*prelude, *attempt], imports, STATIC_HELPER_LINES, True)
         if isinstance(alone, str):
             notes.append(alone)
-            return out
+            continue
         stmts, helpers, bound = alone
         lines = [ast.unparse(s) + ("\n" if isinstance(s, DEFINITIONS) else "") for s in stmts]
         if sum(x.count("\n") + 1 for x in lines) > STATIC_SETUP_LINES or sum(map(len, lines)) > STATIC_SETUP_CHARS:
             notes.append("the reproduction is too long")
             continue
         needed = sorted({imports[u] for node in [subject, *stmts] for u in all_loads(node) if u in imports})
-        plain = [s for s in stmts if not isinstance(s, DEFINITIONS)]  # a helper's own calls are no input
-        args = "" if c.loop or c.nest else input_of(subject, plain, imports, bound | helpers)
+        # the minimal text's input: the checked call's own arguments, never a call made while setting up
+        args = (
+            ""
+            if c.loop or c.nest or not calls_import(subject, imports)
+            else input_of(subject, [], imports, bound | helpers)
+        )
         expected = f"{c.raises} to be raised" if c.raises else ""
         out.append(Repro(tuple(needed), call, args, expected, "", "", tuple(lines)))
     return out
@@ -294,8 +301,15 @@ def _check_helpers(tree: ast.Module, body: list[ast.stmt]) -> set[str]:
 
 
 def _without_checks(setup: list[ast.stmt], checkers: set[str]) -> list[ast.stmt]:
-    """`setup` without its top-level assertions (each passes where the check after it is reached)."""
-    return [s for s in setup if not _is_check(s, checkers)]
+    """`setup` without its checks and the blocks that hold one (each passes where
+    the check after it is reached; a name one binds that is needed later makes
+    this shorter setup not standalone)."""
+    return [s for s in setup if not _runs_check(s, checkers)]
+
+
+def _runs_check(stmt: ast.stmt, checkers: set[str]) -> bool:
+    """Whether running `stmt` runs a check (a definition runs none of its body)."""
+    return not isinstance(stmt, DEFINITIONS) and _has_check(stmt, checkers)
 
 
 class _Plain(ast.NodeTransformer):

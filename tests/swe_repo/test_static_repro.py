@@ -108,6 +108,14 @@ def test_definitions():
     assert double(ORIGIN.x) == 0
 
 
+def test_block_check_before():
+    x = double(1)
+    for n in [1]:
+        if n:
+            assert double(n) == 2
+    assert halve(x) == 1
+
+
 def test_long():
     x = double(1)
 """
@@ -212,6 +220,16 @@ def test_helpers_that_assert_are_checks():
     assert r.call == "check(1, 2)" and r.setup[0].startswith("def check(n, want):")
     [r], _ = _one("test_definitions")  # a module's small class and a value built by a call come along
     assert r.setup[0].startswith("class Point:") and r.setup[1] == "ORIGIN = Point(double(0))"
+
+
+def test_a_check_inside_an_earlier_block_is_left_out_not_run_before():
+    # Kept, it could fail before the check shown: the text would be about another check.
+    [r], _ = _one("test_block_check_before")
+    assert (r.call, r.setup, r.args) == ("halve(x)", ("x = double(1)",), "")  # the input is a local: no minimal text
+    [r], _ = _one("test_fixture")
+    assert r.args == ""  # the fixture's calls are no input of the checked call
+    [r], _ = _one("test_try")
+    assert r.args == "-1"  # the checked call's own argument
 
 
 def test_a_long_setup_loses_its_earlier_checks():
