@@ -29,6 +29,7 @@ CHAINS = SETS / "history"  # not history_dir(): the module's fixture points that
 SHIPPED_HASHES = {  # each set as shipped
     "history-v1": "sha256:d97f66d630f24eb2dc85897293234558d8746daf5d2874b72969c40568e61d29",
     "history-v2": "sha256:7c8cf7314e643267bde9fd0c1dd7ed1b84d43ebe83d9085c7754cbd4c07e205a",
+    "history-v3": "sha256:a97b1bf8067100f167963195c903f251ed901bda9b935040482a27a2fc3cfb3b",  # v2's chains
 }
 MAX_SHIPPED_BYTES = 10 * 2**20  # every chain of task_specs/swe_repo/history/ together (with history-v2: 9.96 MiB)
 
@@ -202,6 +203,32 @@ def test_max_tasks_cuts_the_set_and_its_chain_alike(tmp_path, runtime, monkeypat
     assert [commit for commit, _ in links] == [commits["fix2"]]
 
 
+def test_a_fix_a_blind_solver_solves_is_dropped(tmp_path, runtime, monkeypatch):
+    """make-history drops a real fix whose tests also pass after an issue-agnostic
+    rewrite (blind.py): here the fix only unwraps a `not (...)`, which `unwrap_not`
+    does to every such guard of the start state without reading the issue."""
+    repo = tmp_path / "tinycalc"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    write(repo, "tinycalc/__init__.py", "")
+    write(repo, "tinycalc/calc.py", "def positive(x):\n    return not (x > 0)\n")
+    write(
+        repo,
+        "tests/test_calc.py",
+        "from tinycalc.calc import positive\n\n\ndef test_zero():\n    assert positive(0) is False\n",
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "first version")
+    edit(repo, "tinycalc/calc.py", "not (x > 0)", "(x > 0)")
+    append(repo, "tests/test_calc.py", "\n\ndef test_one():\n    assert positive(1) is True\n")
+    git(repo, "commit", "-q", "-am", "Fix positive")
+    monkeypatch.setenv(HISTORY_ENV, str(tmp_path / "bundles"))
+    logs: list[str] = []
+    [stats] = make_history([(REPO, repo / ".git")], tmp_path / "set", runtime, 5, {"located": 1.0}, 0, 1, logs.append)
+    assert stats.kept == 0 and stats.waste == {"blind": 1}, logs
+    assert not (tmp_path / "set" / "taskset.yaml").exists()
+
+
 def test_bundles_are_cut_at_each_base(made, tmp_path):
     c = made["commits"]
     links = chain(made["root"] / "bundles" / "sandgym-tests__tinycalc")
@@ -312,6 +339,52 @@ def test_history_v2_keeps_v1_and_writes_fewer_located_texts():
             assert "```python" in text or d.issue_level == "minimal", t.id
     assert len(v2) >= 200 and len({t.visible.repo.name for t in v2.values()}) >= 16, (len(v2), levels)
     assert levels["located"] <= 0.50 * len(v2) and levels["symptom"] >= 0.40 * len(v2), levels
+
+
+def test_history_v3_is_history_v2_with_fewer_located_texts():
+    """history-v3 (issue 35's last target): history-v2's 202 tasks with the same start
+    states, environments and hidden halves (only `located` texts written again, by
+    the generator that writes out fixtures, `setUp` and blocks), at most 30 % `located`
+    and at least 40 % `symptom`; every symptom text shows its reproduction and names
+    no test, test file or source file of its task, and no text quotes a telling line
+    the fix changes."""
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.issues import names_any, telling_lines
+    from sandgym.verifiers.swe_repo.diffs import patch_paths
+
+    if not (SETS / "history-v3").exists():
+        pytest.skip("no history-v3 in this tree")
+    ts = TaskSet.load(SETS / "history-v3")
+    assert ts.meta.version == 3
+    v3 = {t.id: SWETaskPair.of(t) for t in ts.tasks}
+    v2 = {t.id: SWETaskPair.of(t) for t in TaskSet.load(SETS / "history-v2").tasks}
+    assert sorted(v3) == sorted(v2)
+    rewritten = 0
+    for tid, old in v2.items():
+        new = v3[tid]
+        assert new.hidden == old.hidden and new.visible.repo == old.visible.repo, tid
+        assert (new.visible.environment, new.visible.base_patch) == (old.visible.environment, old.visible.base_patch)
+        assert new.visible.timeout_s == old.visible.timeout_s and new.visible.source == old.visible.source
+        assert old.visible.difficulty is not None
+        if old.visible.difficulty.issue_level != "located":
+            assert new.visible == old.visible, tid
+        rewritten += new.visible != old.visible
+    levels = {"located": 0, "symptom": 0, "minimal": 0}
+    for t in v3.values():
+        v, h, d = t.visible, t.hidden, t.visible.difficulty
+        assert d is not None and f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
+        levels[d.issue_level] += 1
+        text = f"{v.title}\n{v.problem_statement}"
+        assert not any(line in text for line in telling_lines(h.patch)), t.id
+        if d.issue_level != "located":
+            secret = {target_of(x).name for x in h.FAIL_TO_PASS} | set(patch_paths(h.patch) + patch_paths(h.test_patch))
+            assert not names_any(text, sorted(secret)), t.id
+            assert all("/" not in x and "::" not in x for x in v.visible_tests), t.id
+        if d.issue_level == "symptom":
+            assert "```python" in text and ("This returns" in text or "This raises" in text), t.id
+    assert len(v3) >= 200 and len({t.visible.repo.name for t in v3.values()}) >= 16, (len(v3), levels)
+    assert levels["located"] <= 0.30 * len(v3) and levels["symptom"] >= 0.40 * len(v3), levels
+    assert rewritten >= 41, rewritten  # history-v2 had 101 located texts
 
 
 def _check_chains_reach_no_later_commit(tmp_path: Path, repos: list[Path]) -> None:
