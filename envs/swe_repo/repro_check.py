@@ -151,6 +151,30 @@ def tells_apart(
     return True, f"buggy: {buggy}; fixed: {fixed}"
 
 
+def setup_asserts(r: Repro) -> bool:
+    """Whether running the reproduction's setup runs an assertion: an `assert`
+    outside a definition, or a call of a function of the reproduction that asserts."""
+    try:
+        tree = ast.parse("\n".join(r.setup))
+    except SyntaxError:
+        return False
+    asserting = {
+        f.name
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(isinstance(n, ast.Assert) for n in ast.walk(f))
+    }
+    todo: list[ast.AST] = [s for s in tree.body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Assert):
+            return True
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in asserting:
+            return True
+        todo += [c for c in ast.iter_child_nodes(node) if not isinstance(c, (ast.FunctionDef, ast.Lambda))]
+    return False
+
+
 MAX_SHOWN = 300  # characters of a value or message a text shows (the check records 400)
 
 
@@ -160,6 +184,8 @@ def filled(r: Repro, buggy: tuple[str, str] | None, fixed: tuple[str, str] | Non
     the two outcomes differ and say something a text can show; else None."""
     if buggy is None or fixed is None or buggy == fixed or "timed out" in (buggy[0], fixed[0]):
         return None  # a hang is no outcome a text can show
+    if buggy[0] == "raised AssertionError" and setup_asserts(r):
+        return None  # a check of the setup failed first: the text would be about another line
     if buggy[0] == fixed[0]:  # the same exception with another message (the fix is in the message)
         if not buggy[0].startswith("raised ") or any("/" in m or len(m) > MAX_SHOWN for m in (buggy[1], fixed[1])):
             return None

@@ -200,6 +200,13 @@ def test_outcomes_fill_a_read_reproduction_or_drop_it():
     got = filled(r, ("raised KeyError", "'a'"), ("raised KeyError", "'b'"))  # the message is what the fix changed
     assert got is not None and (got.error, got.expected) == ("KeyError: 'a'", "KeyError: 'b'")
     assert filled(r, ("raised KeyError", "'a'"), ("raised KeyError", "'a'")) is None
+    # An assertion of the setup failed first: the text would be about another line than the one it shows.
+    checked = _repro("double(2)", ("x = double(1)", "assert x == 2"))
+    assert filled(checked, ("raised AssertionError", ""), ("returned 4", "")) is None
+    helper = _repro("double(2)", ("def check(n):\n    assert double(n) == 2 * n\n", "check(1)"))
+    assert filled(helper, ("raised AssertionError", ""), ("returned 4", "")) is None
+    own = _repro("check(1)", ("def check(n):\n    assert double(n) == 2 * n\n",))  # the line shown asserts: kept
+    assert filled(own, ("raised AssertionError", ""), ("returned None", "")) is not None
     raising = Repro(r.imports, "double(2)", "2", "ValueError to be raised", "", "", ())
     got = filled(raising, ("returned 4", ""), ("raised ValueError", ""))
     assert got is not None and got.no_raise and got.expected == "ValueError to be raised"
