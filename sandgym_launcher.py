@@ -21,11 +21,25 @@ interpreter's collections at exit would otherwise walk every one of them
 `sandgym eval`, to free memory the process gives back anyway. atexit
 handlers and `weakref.finalize` callbacks (temporary folders, runtimes'
 cleanup) still run; sandgym defines no `__del__` that exit would skip.
+
+Two libraries' start-up work the command has no use for is skipped,
+unless the user's environment asks for it:
+- OpenBLAS (loaded with numpy, which gymnasium imports) starts a thread
+  per core that spins for about 0.1 s before it sleeps: about 130 ms of
+  CPU on another core, which the run's first sandboxes compete with.
+  sandgym does no linear algebra: one thread is asked for during the
+  import only, and the variable is removed again so that no child
+  process inherits it.
+- pydantic looks for plugins in every installed distribution's entry
+  points (importlib.metadata) when the first model is built: tens of
+  milliseconds. PYDANTIC_DISABLE_PLUGINS=__all__ skips that; set the
+  variable to '' to load them.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import sys
 
 VERSION = "0.1.0"  # = [project] version in pyproject.toml = sandgym.__version__
@@ -35,6 +49,10 @@ def main() -> None:
     if sys.argv[1:] == ["--version"]:
         print(f"sandgym {VERSION}")
         return
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    one_blas_thread = "OPENBLAS_NUM_THREADS" not in os.environ
+    if one_blas_thread:
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     # No collection during the import (see above); the run's own garbage is
     # collected as usual.
     gc.disable()
@@ -43,6 +61,8 @@ def main() -> None:
     finally:
         gc.freeze()
         gc.enable()
+        if one_blas_thread:
+            del os.environ["OPENBLAS_NUM_THREADS"]
     try:
         app()
     finally:

@@ -572,6 +572,33 @@ def test_the_console_script_collects_no_garbage_while_the_cli_is_imported():
     assert out.stdout.split()[-3:] == ["1", "True", "True"], out.stderr
 
 
+@pytest.mark.parametrize("given", [None, "2"])
+def test_the_console_script_starts_numpy_with_one_blas_thread_unless_told(given):
+    """OpenBLAS (loaded with numpy) starts no spinning threads of its own
+    under the console script, and the variable that asks for that is gone
+    again for the command and its child processes; a value the user set is
+    kept and obeyed. pydantic's plugin scan is off unless the user's
+    environment says otherwise."""
+    code = (
+        "import os, sys, sandgym_launcher\n"
+        "sys.argv = ['sandgym', 'tasks', 'list', 'no-such-set']\n"
+        "try:\n"
+        "    sandgym_launcher.main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print(len(os.listdir('/proc/self/task')), 'numpy' in sys.modules, "
+        "os.environ.get('OPENBLAS_NUM_THREADS'), os.environ.get('PYDANTIC_DISABLE_PLUGINS'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "PYDANTIC_DISABLE_PLUGINS")}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    threads, numpy_loaded, blas, plugins = out.stdout.split()
+    assert numpy_loaded == "True" and blas == str(given) and plugins == "__all__", out.stderr
+    # OpenBLAS starts at most a thread per core, the caller's included.
+    assert int(threads) == (1 if given is None else min(int(given), os.cpu_count() or 1))
+
+
 def own_zygotes() -> set[bytes]:
     """The marks of this process's local zygotes that are running (bubblewrap's environment carries it)."""
     from sandgym.runtimes.host_processes import environs
