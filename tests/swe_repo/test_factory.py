@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandgym.envs.swe_repo.factory import FactoryError, parse_package
-from sandgym.envs.swe_repo.issues import changed_lines, write_issue
+from sandgym.envs.swe_repo.issues import UNTELLING, changed_lines, write_issue
 from sandgym.envs.swe_repo.mutations import OPERATORS, find_mutations
 from sandgym.envs.swe_repo.requirements import discover_test_requirements
 from sandgym.envs.swe_repo.source_tree import diff_of, make_repo
@@ -623,7 +623,7 @@ def test_v2_set_hides_its_tests_and_records_difficulty():
                 f"def {target_of(test_id).name}(" in v.base_patch
             ), (t.id, test_id)
         for line in changed_lines(h.patch):  # the factory's rule: keywords alone ("pass") are no quote
-            assert line in ("pass", "continue", "break", "return", "else:") or line not in v.problem_statement, t.id
+            assert line in UNTELLING or line not in v.problem_statement, t.id
         if d.issue_level != "located":
             names = {target_of(x).name for x in h.FAIL_TO_PASS} | {target_of(x).path for x in h.FAIL_TO_PASS}
             assert not names_any(v.title + v.problem_statement, sorted(names)), t.id
@@ -696,7 +696,7 @@ def test_v3_set_has_a_thousand_tasks_and_keeps_every_v2_task():
         assert f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
         assert d.failing_tests == len(h.FAIL_TO_PASS) and 1 <= d.held_out < d.failing_tests
         for line in changed_lines(h.patch):
-            assert line in ("pass", "continue", "break", "return", "else:") or line not in v.problem_statement, t.id
+            assert line in UNTELLING or line not in v.problem_statement, t.id
         if d.issue_level != "located":
             names = {target_of(x).name for x in h.FAIL_TO_PASS} | {target_of(x).path for x in h.FAIL_TO_PASS}
             assert not names_any(v.title + v.problem_statement, sorted(names)), t.id

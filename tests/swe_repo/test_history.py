@@ -305,15 +305,30 @@ def test_shipped_history_fits_its_cap():
     assert total < MAX_SHIPPED_BYTES, total
 
 
+def _level_and_text(t: SWETaskPair) -> tuple[str, str]:
+    """A history task's issue level and text, after the checks every history set's
+    texts pass: the level is in its tags and says whether it names a location, and a
+    symptom or minimal text names no failing test, test file or source file of its task."""
+    from sandgym.envs.swe_repo.hiding import target_of
+    from sandgym.envs.swe_repo.issues import names_any
+    from sandgym.verifiers.swe_repo.diffs import patch_paths
+
+    v, h, d = t.visible, t.hidden, t.visible.difficulty
+    assert d is not None and f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
+    text = f"{v.title}\n{v.problem_statement}"
+    if d.issue_level != "located":
+        secret = {target_of(x).name for x in h.FAIL_TO_PASS} | set(patch_paths(h.patch) + patch_paths(h.test_patch))
+        assert not names_any(text, sorted(secret)), t.id
+    return d.issue_level, text
+
+
 def test_history_v2_keeps_v1_and_writes_fewer_located_texts():
     """history-v2: every history-v1 task with the same start state, patches and
     tests (only a located text may be written again), at least 200 tasks from
     16 repositories, at least 40 % of texts `symptom` and fewer `located` than
     history-v1's 68 % (issue 35 asks for at most 30 %: not reached);
     a symptom or minimal text names no test, test file or source file of its task."""
-    from sandgym.envs.swe_repo.hiding import target_of
-    from sandgym.envs.swe_repo.issues import changed_lines, names_any
-    from sandgym.verifiers.swe_repo.diffs import patch_paths
+    from sandgym.envs.swe_repo.issues import UNTELLING, changed_lines
 
     if not (SETS / "history-v2").exists():
         pytest.skip("no history-v2 in this tree")
@@ -327,16 +342,12 @@ def test_history_v2_keeps_v1_and_writes_fewer_located_texts():
             assert n.visible == t.visible, t.id
     levels = {"located": 0, "symptom": 0, "minimal": 0}
     for t in v2.values():
-        v, h, d = t.visible, t.hidden, t.visible.difficulty
-        assert d is not None and f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
-        levels[d.issue_level] += 1
-        text = f"{v.title}\n{v.problem_statement}"
-        for line in changed_lines(h.patch):
-            assert line in ("pass", "continue", "break", "return", "else:") or line not in text, t.id
-        if d.issue_level != "located":
-            secret = {target_of(x).name for x in h.FAIL_TO_PASS} | set(patch_paths(h.patch) + patch_paths(h.test_patch))
-            assert not names_any(text, sorted(secret)), t.id
-            assert "```python" in text or d.issue_level == "minimal", t.id
+        level, text = _level_and_text(t)
+        levels[level] += 1
+        for line in changed_lines(t.hidden.patch):
+            assert line in UNTELLING or line not in text, t.id
+        if level != "located":
+            assert "```python" in text or level == "minimal", t.id
     assert len(v2) >= 200 and len({t.visible.repo.name for t in v2.values()}) >= 16, (len(v2), levels)
     assert levels["located"] <= 0.50 * len(v2) and levels["symptom"] >= 0.40 * len(v2), levels
 
@@ -348,9 +359,7 @@ def test_history_v3_is_history_v2_with_fewer_located_texts():
     and at least 40 % `symptom`; every symptom text shows its reproduction and names
     no test, test file or source file of its task, and no text quotes a telling line
     the fix changes."""
-    from sandgym.envs.swe_repo.hiding import target_of
-    from sandgym.envs.swe_repo.issues import names_any, telling_lines
-    from sandgym.verifiers.swe_repo.diffs import patch_paths
+    from sandgym.envs.swe_repo.issues import telling_lines
 
     if not (SETS / "history-v3").exists():
         pytest.skip("no history-v3 in this tree")
@@ -371,16 +380,12 @@ def test_history_v3_is_history_v2_with_fewer_located_texts():
         rewritten += new.visible != old.visible
     levels = {"located": 0, "symptom": 0, "minimal": 0}
     for t in v3.values():
-        v, h, d = t.visible, t.hidden, t.visible.difficulty
-        assert d is not None and f"issue:{d.issue_level}" in v.tags and d.names_location == (d.issue_level == "located")
-        levels[d.issue_level] += 1
-        text = f"{v.title}\n{v.problem_statement}"
-        assert not any(line in text for line in telling_lines(h.patch)), t.id
-        if d.issue_level != "located":
-            secret = {target_of(x).name for x in h.FAIL_TO_PASS} | set(patch_paths(h.patch) + patch_paths(h.test_patch))
-            assert not names_any(text, sorted(secret)), t.id
-            assert all("/" not in x and "::" not in x for x in v.visible_tests), t.id
-        if d.issue_level == "symptom":
+        level, text = _level_and_text(t)
+        levels[level] += 1
+        assert not any(line in text for line in telling_lines(t.hidden.patch)), t.id
+        if level != "located":
+            assert all("/" not in x and "::" not in x for x in t.visible.visible_tests), t.id
+        if level == "symptom":
             assert "```python" in text and ("This returns" in text or "This raises" in text), t.id
     assert len(v3) >= 200 and len({t.visible.repo.name for t in v3.values()}) >= 16, (len(v3), levels)
     assert levels["located"] <= 0.30 * len(v3) and levels["symptom"] >= 0.40 * len(v3), levels
