@@ -32,7 +32,8 @@ build=$!
 # the build: what it compiled stays in Go's cache for the next one.
 trap 'kill -- -$build 2> /dev/null || true' EXIT
 status=0
-.venv/bin/python -m pytest -q "$@" || status=$?
+# The 30 slowest tests are named at the end: where CI time goes.
+.venv/bin/python -m pytest -q --durations=30 "$@" || status=$?
 if kill -0 "$build" 2> /dev/null; then
   echo "test.sh: no k8s test waited for the cluster build; stopped it (log: $build_log)" >&2
 elif wait "$build"; then
