@@ -631,9 +631,20 @@ wait_for() { # what seconds command...
 
 kubectl_() { "$here/../.venv/bin/python" "$here/k8s/kube.py" "$state/admin.kubeconfig" "$@"; }
 
-up() {
+# The packages and the binaries, one caller at a time: scripts/test.sh
+# builds in the background while the tests that need no cluster run, and
+# the first k8s test's `up` waits here until that build is done.
+prepare() {
+  mkdir -p "$cache"
+  exec 9> "$cache/build.lock"
+  flock 9
   packages
   build
+  exec 9>&-
+}
+
+up() {
+  prepare
   pki
   configs
   start etcd etcd --name sandgym --data-dir "$state/etcd" \
@@ -747,7 +758,7 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
-  build) packages && build ;;
+  build) prepare ;;
   env) echo "export KUBECONFIG=$state/admin.kubeconfig" ;;
   stop-node | start-node)
     case "${2:-}" in

@@ -21,6 +21,25 @@ bash scripts/setup.sh --python-only
 bash scripts/lint.sh
 bash scripts/setup.sh
 # The test Kubernetes cluster's binaries (cached; a cold build takes 30-60
-# min on 2 cores). The k8s tests start and stop the cluster themselves.
-bash scripts/k8s-cluster.sh build
-exec .venv/bin/python -m pytest -q "$@"
+# min on 2 cores) are built in the background, at low priority, while the
+# tests that need no cluster run: the k8s tests run last (tests/conftest.py),
+# and the first one's `k8s-cluster.sh up` waits for this build (a lock).
+# The k8s tests start and stop the cluster themselves.
+build_log=$(mktemp -t sandgym-k8s-build.XXXXXX.log)
+setsid nice -n 10 bash scripts/k8s-cluster.sh build > "$build_log" 2>&1 &
+build=$!
+# A run that ends first (a -k without k8s tests, a failure, Ctrl-C) stops
+# the build: what it compiled stays in Go's cache for the next one.
+trap 'kill -- -$build 2> /dev/null || true' EXIT
+status=0
+# The 30 slowest tests are named at the end: where CI time goes.
+.venv/bin/python -m pytest -q --durations=30 "$@" || status=$?
+if kill -0 "$build" 2> /dev/null; then
+  echo "test.sh: no k8s test waited for the cluster build; stopped it (log: $build_log)" >&2
+elif wait "$build"; then
+  rm -f "$build_log"
+else
+  echo "test.sh: the background cluster build failed; the end of its log ($build_log):" >&2
+  tail -n 30 "$build_log" >&2
+fi
+exit "$status"

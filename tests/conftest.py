@@ -154,7 +154,15 @@ def needs_sandbox(item: pytest.Item) -> bool:
     )
 
 
+def needs_k8s(item: pytest.Item) -> bool:
+    return item.get_closest_marker("k8s") is not None or "k8s_cluster" in getattr(item, "fixturenames", ())
+
+
+# Last, after pytest's own ordering (which groups a module's parametrized
+# fixtures): the k8s tests are moved to the end (see `k8s_cluster`).
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=needs_k8s)  # stable: every other order kept
     for item in items:
         if needs_sandbox(item) and not item.get_closest_marker("sandbox"):
             item.add_marker(pytest.mark.sandbox)
@@ -205,12 +213,33 @@ def bwrap_runtime():
 K8S_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts", "k8s-cluster.sh")
 
 
+# The test item being set up: the one `k8s_cluster` checks.
+_SETTING_UP: dict[str, pytest.Item] = {}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _SETTING_UP["item"] = item
+
+
 @pytest.fixture(scope="session")
 def k8s_cluster():
     """The real single-node test cluster (scripts/k8s-cluster.sh), started
-    for the tests that need it and stopped after them if they started it."""
+    for the tests that need it and stopped after them if they started it.
+
+    The k8s tests run last (`pytest_collection_modifyitems`): scripts/test.sh
+    builds the cluster's binaries in the background while the others run
+    (a cold build takes half an hour), and `up` waits for that build. A test
+    that reaches the cluster without the `k8s` marker (through
+    `request.getfixturevalue`) would start it early: it fails, naming the fix."""
     import subprocess
 
+    item = _SETTING_UP.get("item")
+    if item is not None and not needs_k8s(item):
+        pytest.fail(
+            f"{item.nodeid} uses the test cluster but is not marked k8s: mark it "
+            "(pytest.mark.k8s, or pytest.param(..., marks=pytest.mark.k8s)) so that it runs with the k8s tests, last"
+        )
     status = subprocess.run(["bash", K8S_SCRIPT, "status"], capture_output=True, text=True)
     started = "kube-apiserver: running" not in status.stdout
     if started:

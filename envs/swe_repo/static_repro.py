@@ -73,6 +73,7 @@ def static_reproductions(
     from those runs (`repro_check.run_outcomes`), or dropped. Why a statement
     gives none goes to `why` (the run's notes)."""
     notes = why if why is not None else []
+    noted = len(notes)
     parts = id_parts(test_id)
     if parts is None:
         notes.append("the id names no test")
@@ -123,6 +124,10 @@ def static_reproductions(
         found += _made(c, tree, prelude, imports, checkers, notes)
         if len(found) >= limit:
             break
+    if not found and len(notes) == noted:  # e.g. a body of bare comparisons, or checks it cannot take apart
+        notes.append(
+            "the test holds no check it can read (an assertion, a call under pytest.raises, a helper that asserts)"
+        )
     return found[:limit]
 
 
@@ -169,7 +174,13 @@ def _made(
             else input_of(subject, [], imports, bound | helpers)
         )
         expected = f"{c.raises} to be raised" if c.raises else ""
-        out.append(Repro(tuple(needed), call, args, expected, "", "", tuple(lines)))
+        repro = Repro(tuple(needed), call, args, expected, "", "", tuple(lines))
+        try:  # what parses need not compile (`*n` alone, a misplaced `return`): nor would the test file
+            compile(repro.block(), "<reproduction>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            notes.append("the reproduction does not compile")
+            continue
+        out.append(repro)
     return out
 
 

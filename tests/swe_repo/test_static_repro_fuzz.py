@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sandgym.envs.swe_repo.static_repro import static_reproductions
@@ -101,6 +101,11 @@ def test_code_in_every_place_a_test_file_holds_is_read_not_run(tmp_path: Path):
 @given(
     cut=st.integers(0, len(HOSTILE)), length=st.integers(0, 200), junk=st.text(max_size=40), which=st.sampled_from(IDS)
 )
+# Found by this test: a test body left with a bare comparison and no check
+# gave no reason; a helper left with `*n` alone gave a reproduction that
+# does not compile.
+@example(cut=426, length=150, junk="", which="tests/test_h.py::TestIt::test_it")
+@example(cut=185, length=22, junk="", which="tests/test_h.py::test_param[2]")
 def test_a_cut_or_garbled_test_file_gives_a_reason(cut, length, junk, which):
     source = HOSTILE.format(run="1")
     _read(which, source[:cut] + junk + source[cut + length :])
