@@ -88,13 +88,14 @@ def proc_snapshot() -> dict[tuple[int, int], tuple[str, int, str]]:
     return out
 
 
-def busy_ticks() -> tuple[int, int]:
-    """(busy, all) ticks of every CPU from /proc/stat."""
+def busy_ticks() -> tuple[int, int, int]:
+    """(busy, stolen, all) ticks of every CPU from /proc/stat: stolen is the
+    hypervisor's (another guest ran), in neither busy nor idle."""
     with open("/proc/stat") as f:
         parts = [int(x) for x in f.readline().split()[1:]]
     idle = parts[3] + parts[4]  # idle + iowait
     total = sum(parts[:8])  # guest time is inside user already
-    return total - idle, total
+    return total - idle - parts[7], parts[7], total
 
 
 def comp_t(value: int) -> int:
@@ -151,8 +152,9 @@ def api_requests() -> dict[str, float]:
 
     config.load_kube_config()
     api = client.ApiClient()
-    resp = api.call_api("/metrics", "GET", _preload_content=False, auth_settings=["BearerToken"])
-    text = resp[0].data.decode()
+    resp = api.call_api("GET", api.configuration.host + "/metrics", {"Accept": "text/plain"})
+    resp.read()
+    text = resp.data.decode()
     out: dict[str, float] = defaultdict(float)
     for line in text.splitlines():
         if not line.startswith("apiserver_request_total{"):
@@ -167,14 +169,14 @@ def api_requests() -> dict[str, float]:
 
 def measure(command: list[str], api: bool) -> dict:
     before = proc_snapshot()
-    busy0, all0 = busy_ticks()
+    busy0, stolen0, all0 = busy_ticks()
     req0 = api_requests() if api else {}
     t0 = time.monotonic()
     with Accounting() as acct:
         rc = subprocess.call(command)
     wall = time.monotonic() - t0
     after = proc_snapshot()
-    busy1, all1 = busy_ticks()
+    busy1, stolen1, all1 = busy_ticks()
     req1 = api_requests() if api else {}
     by_name: dict[tuple[str, str], float] = defaultdict(float)
     for key, (name, ticks, exe) in after.items():
@@ -193,6 +195,7 @@ def measure(command: list[str], api: bool) -> dict:
         "rc": rc,
         "wall_s": wall,
         "busy_s": (busy1 - busy0) / TICK,
+        "stolen_s": (stolen1 - stolen0) / TICK,
         "capacity_s": (all1 - all0) / TICK,
         "acct": acct.on,
         "acct_error": acct.error,
@@ -213,7 +216,8 @@ def report(res: dict, per: int, top: int) -> None:
     counted = sum(comps.values())
     print(
         f"\n== node CPU over {res['wall_s']:.1f} s: busy {res['busy_s']:.1f} CPU-s of {res['capacity_s']:.1f} "
-        f"({100 * res['busy_s'] / max(res['capacity_s'], 1e-9):.0f}%), processes {counted:.1f} CPU-s; "
+        f"({100 * res['busy_s'] / max(res['capacity_s'], 1e-9):.0f}%), stolen {res['stolen_s']:.1f}, "
+        f"processes {counted:.1f} CPU-s; "
         f"load average {res['load'][0]:.2f} {res['load'][1]:.2f}"
     )
     if not res["acct"]:
