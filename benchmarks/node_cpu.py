@@ -16,6 +16,9 @@ and the table says so. The machine's busy time (/proc/stat) is printed
 next to the sum: the difference is interrupt time and what nothing above
 claims. `--api` (needs KUBECONFIG) adds the API server's requests by verb
 and resource over the run (apiserver_request_total), per N as well.
+Components go by process name, not by owner: other work on the machine
+counts too (another job's `python` lands in "sandgym host side"; compilers
+and browsers in "other"), so measure on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -153,8 +156,7 @@ def api_requests() -> dict[str, float]:
     config.load_kube_config()
     api = client.ApiClient()
     resp = api.call_api("GET", api.configuration.host + "/metrics", {"Accept": "text/plain"})
-    resp.read()
-    text = resp.data.decode()
+    text = (resp.read() or b"").decode()
     out: dict[str, float] = defaultdict(float)
     for line in text.splitlines():
         if not line.startswith("apiserver_request_total{"):
