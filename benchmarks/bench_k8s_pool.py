@@ -1,7 +1,7 @@
 """Benchmark: the k8s warm pool against docker, measured in one run on this machine.
 
     .venv/bin/python benchmarks/bench_k8s_pool.py [--parts claim memory humaneval swe]
-        [--claims 50] [--idle 20] [--rounds 1] [--swe-reps 3]
+        [--claims 50] [--idle 20] [--rounds 1] [--swe-reps 3] [--runtimes NAME...]
 
 Needs the test cluster (`scripts/k8s-cluster.sh up`, KUBECONFIG from
 `scripts/k8s-cluster.sh env`), the Docker Engine with
@@ -22,6 +22,8 @@ the start and the end of each part; compare ratios from one run.
   default concurrency), each runtime in a fresh interpreter, its runtime
   made before the clock starts; docker vs k8s and docker:runsc vs
   k8s:gvisor, interleaved per round; the target is k8s <= 1.5x its peer.
+  `--runtimes` runs only those named (e.g. under benchmarks/node_cpu.py);
+  each k8s run prints its pool's hits and misses (a miss is a cold pod).
 - swe: the gold patch of each default SWE task (bench_swe_verify.py's
   set) verified `--swe-reps` times on docker and on k8s, interleaved, with
   defaults (no gap between verifications): the ratio of the sums of P50s.
@@ -200,8 +202,10 @@ t0 = time.perf_counter()
 with ThreadPoolExecutor(n) as pool:
     verdicts = list(pool.map(lambda t: verify(t, t.hidden.reference_solution, runtime), tasks))
 wall = time.perf_counter() - t0
+pool = runtime.pool_metrics() if hasattr(runtime, "pool_metrics") else {}
 runtime.close()
-print(json.dumps({"wall": wall, "passed": sum(v.outcome == "passed" for v in verdicts)}))
+print(json.dumps({"wall": wall, "passed": sum(v.outcome == "passed" for v in verdicts),
+                  "hits": pool.get("hits"), "misses": pool.get("misses")}))
 """
 
 
@@ -219,7 +223,7 @@ def settle(timeout_s: float = 120.0) -> None:
         time.sleep(0.5)
 
 
-def part_humaneval(rounds: int, figures: dict) -> None:
+def part_humaneval(rounds: int, figures: dict, only: list[str] | None = None) -> None:
     _, task_dir, _ = humaneval_workdir("sandgym-bench-k8s-")
     n = default_concurrency()
     print(f"\n== HumanEval-164, defaults (concurrency {n}) ({load()})")
@@ -227,6 +231,8 @@ def part_humaneval(rounds: int, figures: dict) -> None:
     for r in range(rounds):
         for peer, ours in PEERS:
             for name in (peer, ours) if r % 2 == 0 else (ours, peer):
+                if only and name not in only:
+                    continue
                 out = subprocess.run(
                     [sys.executable, "-c", HUMANEVAL_CHILD, name, str(n), str(task_dir)],
                     capture_output=True,
@@ -237,8 +243,14 @@ def part_humaneval(rounds: int, figures: dict) -> None:
                 settle()
                 res = json.loads(out.stdout.strip().splitlines()[-1])
                 walls.setdefault(name, []).append(res["wall"])
-                print(f"round {r + 1} {name}: {res['wall']:.1f} s, {res['passed']}/164 passed ({load()})", flush=True)
+                pool = f", pool hits {res['hits']} misses {res['misses']}" if res.get("hits") is not None else ""
+                print(
+                    f"round {r + 1} {name}: {res['wall']:.1f} s, {res['passed']}/164 passed{pool} ({load()})",
+                    flush=True,
+                )
     for peer, ours in PEERS:
+        if peer not in walls or ours not in walls:
+            continue
         a, b = statistics.median(walls[peer]), statistics.median(walls[ours])
         print(f"{ours} {b:.1f} s vs {peer} {a:.1f} s: {b / a:.2f}x (target <= 1.5x)")
         figures[f"humaneval_{ours}_vs_{peer}"] = {"ours_s": b, "peer_s": a, "ratio": b / a}
@@ -290,6 +302,7 @@ def main() -> None:
     ap.add_argument("--idle", type=int, default=20, help="warm pods held to measure their memory")
     ap.add_argument("--rounds", type=int, default=1, help="HumanEval rounds (each runtime once per round)")
     ap.add_argument("--swe-reps", type=int, default=3)
+    ap.add_argument("--runtimes", nargs="+", help="humaneval: only these (of docker k8s docker:runsc k8s:gvisor)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args()
     if not os.environ.get("KUBECONFIG"):
@@ -302,7 +315,7 @@ def main() -> None:
         elif part == "memory":
             part_memory(args.idle, figures)
         elif part == "humaneval":
-            part_humaneval(args.rounds, figures)
+            part_humaneval(args.rounds, figures, args.runtimes)
         elif part == "swe":
             part_swe(args.swe_reps, figures)
         else:
