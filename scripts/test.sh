@@ -20,8 +20,8 @@ fi
 bash scripts/setup.sh --python-only
 bash scripts/lint.sh
 bash scripts/setup.sh
-# The test Kubernetes cluster's binaries (cached; a cold build takes 30-60
-# min on 2 cores) are built in the background, at low priority, while the
+# The test Kubernetes cluster's binaries (cached; a cold build took 8 min on
+# a quiet 2-core machine, over 25 on a busy one) are built in the background, at low priority, while the
 # tests that need no cluster run: the k8s tests run last (tests/conftest.py),
 # and the first one's `k8s-cluster.sh up` waits for this build (a lock).
 # The k8s tests start and stop the cluster themselves.
