@@ -20,10 +20,11 @@ fi
 bash scripts/setup.sh --python-only
 bash scripts/lint.sh
 bash scripts/setup.sh
-# The test Kubernetes cluster's binaries (cached; a cold build took 8 min on
-# a quiet 2-core machine, over 25 on a busy one) are built in the background, at low priority, while the
-# tests that need no cluster run: the k8s tests run last (tests/conftest.py),
-# and the first one's `k8s-cluster.sh up` waits for this build (a lock).
+# The test Kubernetes cluster's binaries (cached; a cold build took 8 min
+# on a quiet 2-core machine, over 25 on a busy one) are built in the
+# background, at low priority, while the tests that need no cluster run:
+# the k8s tests run last (tests/conftest.py), and the first one's
+# `k8s-cluster.sh up` waits for this build (a lock).
 # The k8s tests start and stop the cluster themselves.
 build_log=$(mktemp -t sandgym-k8s-build.XXXXXX.log)
 setsid nice -n 10 bash scripts/k8s-cluster.sh build > "$build_log" 2>&1 &
@@ -35,6 +36,7 @@ status=0
 # The 30 slowest tests are named at the end: where CI time goes.
 .venv/bin/python -m pytest -q --durations=30 "$@" || status=$?
 if kill -0 "$build" 2> /dev/null; then
+  kill -- -"$build" 2> /dev/null || true
   echo "test.sh: no k8s test waited for the cluster build; stopped it (log: $build_log)" >&2
 elif wait "$build"; then
   rm -f "$build_log"
@@ -42,4 +44,5 @@ else
   echo "test.sh: the background cluster build failed; the end of its log ($build_log):" >&2
   tail -n 30 "$build_log" >&2
 fi
+trap - EXIT # the build is over: its process group's number may be reused
 exit "$status"

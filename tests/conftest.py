@@ -229,7 +229,7 @@ def k8s_cluster():
 
     The k8s tests run last (`pytest_collection_modifyitems`): scripts/test.sh
     builds the cluster's binaries in the background while the others run
-    (a cold build takes half an hour), and `up` waits for that build. A test
+    (a cold build takes 8 to 70 minutes), and `up` waits for that build. A test
     that reaches the cluster without the `k8s` marker (through
     `request.getfixturevalue`) would start it early: it fails, naming the fix."""
     import subprocess
