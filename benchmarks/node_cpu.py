@@ -189,8 +189,9 @@ def measure(command: list[str], api: bool) -> dict:
     for pid, name, seconds in acct.records():
         # A process seen before the run and gone after: only its share of the run counts.
         was = alive_before.get(pid) if pid not in survivors else None
-        exe = was[2] if was and was[0] == name else ""
+        exe = ""
         if was and was[0] == name:
+            exe = was[2]
             seconds -= was[1] / TICK
         by_name[(name, component(name, exe))] += max(seconds, 0.0)
     return {
