@@ -31,7 +31,7 @@ from sandgym.envs.swe_repo.factory import (
 )
 from sandgym.runtimes.base import SandboxError
 from sandgym.specs import TaskSpecError
-from sandgym.specs.base import dump_yaml
+from sandgym.specs.yaml_text import dump_yaml
 from sandgym.verifiers.swe_repo.sources import RepoError, cache_dir
 
 RUNS_FILE = "runs.yaml"

@@ -4,9 +4,9 @@
 a family's own models live in `sandgym.specs.<family>`, its envs' options
 in `sandgym.specs.<family>_options`.
 
-The names below come from `base.py`, imported on first use: registering the
-envs (`import sandgym`) loads only the options modules, which need none of
-it (nor its YAML parser).
+The names below come from `base.py` (`load_yaml_text` from `yaml_text.py`),
+imported on first use: registering the envs (`import sandgym`) loads only
+the options modules, which need none of it (nor its YAML parser).
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ if TYPE_CHECKING:
         json_data,
         json_schemas,
         load_family_task_set,
-        load_yaml_text,
         make_pair,
         resolve_task_set,
     )
+    from sandgym.specs.yaml_text import load_yaml_text
 
 __all__ = [
     "HiddenSpec",
@@ -64,6 +64,10 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name == "load_yaml_text":
+        from sandgym.specs import yaml_text
+
+        return yaml_text.load_yaml_text
     if name in __all__:
         from sandgym.specs import base
 

@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
-import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sandgym.errors import SandgymError
 from sandgym.families import FAMILIES, UnknownFamily, spec_module
 from sandgym.families import family as family_entry
 from sandgym.safe_files import FolderReader, UnsafeFile, read_bytes_bounded, write_atomic
+from sandgym.specs.parse_cache import ParseCache
 
 SCHEMA_VERSION = 1
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9_.\-]+)*$")
@@ -169,112 +169,13 @@ def format_validation_error(where: str | Path, err: ValidationError) -> str:
 MAX_SPEC_BYTES = 16 << 20
 MAX_SPEC_DEPTH = 64
 MAX_SPEC_NODES = 100_000
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-class YAMLRefused(yaml.YAMLError):
-    """YAML that parses but that a task file may not hold (aliases, too deep, too many nodes)."""
-
-
-def _where(event: Any) -> str:
-    """Where a YAML event starts, for an error (made only when one is raised)."""
-    return f"line {event.start_mark.line + 1}, column {event.start_mark.column + 1}"
-
-
-class _Guard(yaml.composer.Composer):
-    """A composer that refuses anchors and aliases (so no alias can expand
-    into a billion nodes), nesting deeper than MAX_SPEC_DEPTH, more than
-    MAX_SPEC_NODES nodes, and strings that are no Unicode (lone surrogates
-    from \\ud800 escapes)."""
-
-    def __init__(self) -> None:
-        yaml.composer.Composer.__init__(self)
-        self._depth = 0
-        self._nodes = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()  # type: ignore[attr-defined]
-        if isinstance(event, yaml.AliasEvent):
-            raise YAMLRefused(
-                f"a YAML alias (*{event.anchor}) at {_where(event)}: anchors and aliases are not allowed "
-                "in task files; write the value out"
-            )
-        if event.anchor is not None:
-            raise YAMLRefused(
-                f"a YAML anchor (&{event.anchor}) at {_where(event)}: anchors and aliases are not allowed "
-                "in task files; write the value out"
-            )
-        self._nodes += 1
-        if self._nodes > MAX_SPEC_NODES:
-            raise YAMLRefused(f"more than {MAX_SPEC_NODES:,} values (at {_where(event)}); a task file must be smaller")
-        if isinstance(event, yaml.ScalarEvent):
-            bad = _SURROGATE.search(event.value)
-            if bad:
-                raise YAMLRefused(
-                    f"a string at {_where(event)} holds a lone surrogate (U+{ord(bad.group()):04X}), "
-                    "which is not Unicode text"
-                )
-            return super().compose_node(parent, index)
-        self._depth += 1
-        try:
-            if self._depth > MAX_SPEC_DEPTH:
-                raise YAMLRefused(f"nesting deeper than {MAX_SPEC_DEPTH} levels at {_where(event)}")
-            return super().compose_node(parent, index)
-        finally:
-            self._depth -= 1
-
-
-if hasattr(yaml, "CSafeLoader"):  # libyaml's parser when PyYAML has it: the same safe subset, ~10x faster
-    import yaml.cyaml
-
-    CParser: Any = yaml.cyaml.CParser  # type: ignore[attr-defined]
-
-    class _Loader(_Guard, CParser, yaml.constructor.SafeConstructor, yaml.resolver.Resolver):
-        def __init__(self, stream: str) -> None:
-            CParser.__init__(self, stream)
-            yaml.constructor.SafeConstructor.__init__(self)
-            yaml.resolver.Resolver.__init__(self)
-            _Guard.__init__(self)
-
-else:  # pragma: no cover - PyYAML without libyaml
-
-    class _Loader(  # type: ignore[no-redef]
-        _Guard,
-        yaml.reader.Reader,
-        yaml.scanner.Scanner,
-        yaml.parser.Parser,
-        yaml.constructor.SafeConstructor,
-        yaml.resolver.Resolver,
-    ):
-        def __init__(self, stream: str) -> None:
-            yaml.reader.Reader.__init__(self, stream)
-            yaml.scanner.Scanner.__init__(self)
-            yaml.parser.Parser.__init__(self)
-            yaml.constructor.SafeConstructor.__init__(self)
-            yaml.resolver.Resolver.__init__(self)
-            _Guard.__init__(self)
-
-
-def load_yaml_text(text: str) -> Any:
-    """YAML text as data, through the guarded safe loader (no anchors or
-    aliases, bounded depth and size). Raises yaml.YAMLError (YAMLRefused for
-    what the guard refuses)."""
-    if len(text) > MAX_SPEC_BYTES:
-        raise YAMLRefused(f"{len(text):,} characters; the limit is {MAX_SPEC_BYTES:,}")
-    bad = _SURROGATE.search(text)
-    if bad:  # text decoded with surrogateescape (a command-line argument that is not UTF-8)
-        raise YAMLRefused(f"not Unicode text: a lone surrogate (U+{ord(bad.group()):04X}) at character {bad.start()}")
-    loader = _Loader(text)
-    try:
-        return loader.get_single_data()
-    finally:
-        loader.dispose()
-
-
-def _load_yaml(path: Path, root: Path, folder: FolderReader | None = None) -> Any:
+def _load_yaml(path: Path, root: Path, folder: FolderReader | None = None, cache: ParseCache | None = None) -> Any:
     """A task file's data: a regular file whose real path is inside the task
     set's folder `root` (no symlink out of it, no FIFO or device), at most
-    MAX_SPEC_BYTES; read through `folder` when given (the folder holding it)."""
+    MAX_SPEC_BYTES; read through `folder` when given (the folder holding it).
+    With `cache`, bytes parsed before are not parsed again."""
     try:
         if folder is not None:
             raw = folder.read(path.name, MAX_SPEC_BYTES)
@@ -288,21 +189,33 @@ def _load_yaml(path: Path, root: Path, folder: FolderReader | None = None) -> An
         raise TaskSpecError(
             f"{path}: not UTF-8 text ({e.reason} at byte offset {e.start}); save the file as UTF-8"
         ) from None
+    data = cache.get(raw) if cache is not None else None
+    if data is not None:
+        return data
+    import yaml
+
+    from sandgym.specs.yaml_text import YAMLRefused, load_yaml_text
+
     try:
-        return load_yaml_text(text)
+        data = load_yaml_text(text)
     except YAMLRefused as e:
         raise TaskSpecError(f"{path}: refused: {e}") from None
     except yaml.YAMLError as e:
         raise TaskSpecError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
     except (RecursionError, MemoryError) as e:
         raise TaskSpecError(f"{path}: too large or too deeply nested to read ({type(e).__name__})") from None
+    if cache is not None:
+        cache.put(raw, data)
+    return data
 
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
-def _parse(model: type[_Model], path: Path, root: Path, folder: FolderReader | None = None) -> _Model:
-    data = _load_yaml(path, root, folder)
+def _parse(
+    model: type[_Model], path: Path, root: Path, folder: FolderReader | None = None, cache: ParseCache | None = None
+) -> _Model:
+    data = _load_yaml(path, root, folder, cache)
     if not isinstance(data, dict):
         raise TaskSpecError(f"{path}: expected a mapping of fields, got {type(data).__name__}")
     try:
@@ -356,14 +269,15 @@ class TaskSet:
             raise UnknownTask(f"unknown task id {task_id!r} in task set {self.meta.name!r}; choices: {shown}") from None
 
     @staticmethod
-    def _read_meta(folder: str | Path) -> tuple[Path, TaskSetMeta]:
+    def _read_meta(folder: str | Path) -> tuple[Path, TaskSetMeta, ParseCache | None]:
         root = resolve_task_set(folder)
         if not root.is_dir():
             raise TaskSpecError(f"{root}: not a task-set folder (expected taskset.yaml, tasks/, hidden/)")
         meta_path = root / "taskset.yaml"
         if not meta_path.exists():
             raise TaskSpecError(f"{meta_path}: missing; a task set needs taskset.yaml naming its family")
-        return root, _parse(TaskSetMeta, meta_path, root)
+        cache = ParseCache.of(root)
+        return root, _parse(TaskSetMeta, meta_path, root, cache=cache), cache
 
     @classmethod
     def load_meta(cls, folder: str | Path) -> TaskSetMeta:
@@ -374,8 +288,9 @@ class TaskSet:
     @classmethod
     def load(cls, folder: str | Path) -> TaskSet:
         """Load a task-set folder; a name such as `swe_repo/pypi-v1` that is no
-        folder here finds the bundled set of that name."""
-        root, meta = cls._read_meta(folder)
+        folder here finds the bundled set of that name. A large set's parsed
+        files are kept between loads (parse_cache.py)."""
+        root, meta, cache = cls._read_meta(folder)
         visible_model, hidden_model = family_models(meta.family)
         for sub in ("tasks", "hidden"):
             if not (root / sub).is_dir():
@@ -383,7 +298,7 @@ class TaskSet:
         visible: dict[str, tuple[Path, VisibleSpec]] = {}
         with FolderReader(root / "tasks", root) as files:
             for p in _spec_files(files):
-                v = _parse(visible_model, p, root, files)
+                v = _parse(visible_model, p, root, files, cache)
                 if v.id in visible:
                     raise TaskSpecError(f"{p}: field `id`: {v.id!r} also used by {visible[v.id][0]}")
                 visible[v.id] = (p, v)
@@ -391,7 +306,7 @@ class TaskSet:
         seen_hidden: dict[str, Path] = {}
         with FolderReader(root / "hidden", root) as files:
             for p in _spec_files(files):
-                h = _parse(hidden_model, p, root, files)
+                h = _parse(hidden_model, p, root, files, cache)
                 if h.id not in visible:
                     raise TaskSpecError(f"{p}: field `id`: {h.id!r} has no visible spec in {root / 'tasks'}")
                 if h.id in seen_hidden:
@@ -403,7 +318,10 @@ class TaskSet:
                 raise TaskSpecError(f"{p}: task {tid!r} has no hidden spec in {root / 'hidden'}")
         if not pairs:
             raise TaskSpecError(f"{root}: the task set holds no tasks")
-        return cls(meta, pairs, root)
+        loaded = cls(meta, pairs, root)
+        if cache is not None:
+            cache.save()
+        return loaded
 
     def write(self, folder: str | Path) -> Path:
         """Write the set into `folder`. Every file is made
@@ -412,6 +330,8 @@ class TaskSet:
         folder beside it and renamed into place, so a crash leaves no half set
         (into a folder that holds files already, each file is replaced whole)."""
         root = Path(folder)
+        from sandgym.specs.yaml_text import dump_yaml
+
         files = {"taskset.yaml": dump_yaml(self.meta.model_dump(mode="json")).encode()}
         used: set[str] = set()
         for t in self.tasks:
@@ -448,25 +368,6 @@ class TaskSet:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return root
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Writes multi-line strings (code, prompts) as literal blocks."""
-
-
-def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    if any(ch in value for ch in "\x85\u2028\u2029"):
-        # YAML line breaks that only a double-quoted scalar keeps (escaped).
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style='"')
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _str_block)
-
-
-def dump_yaml(data: Any) -> str:
-    return yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100)
 
 
 def slugify(task_id: str) -> str:

@@ -377,9 +377,10 @@ def test_task_list_and_leaderboard_print_hostile_names_as_text(tmp_path):
 
 def test_a_set_with_a_task_file_over_the_loaders_limit_is_not_written(tmp_path, monkeypatch):
     import sandgym.specs.base as base
+    from sandgym.specs.yaml_text import dump_yaml
 
     ts = TaskSet.load(bundled_task_set("code_function"))
-    size = max(len(base.dump_yaml(t.hidden.model_dump(mode="json"))) for t in ts.tasks)
+    size = max(len(dump_yaml(t.hidden.model_dump(mode="json"))) for t in ts.tasks)
     monkeypatch.setattr(base, "MAX_SPEC_BYTES", size // 2)
     before = tree_state(tmp_path)
     with pytest.raises(TaskSpecError, match="over the .* a task file may hold"):
