@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sandgym.specs import TaskSet, bundled_task_set
-from sandgym.specs import parse_cache, yaml_text
+from sandgym.specs import TaskSet, bundled_task_set, parse_cache, yaml_text
 
 
 @pytest.fixture
@@ -79,7 +78,7 @@ def test_a_changed_file_is_parsed_again(cache, big_set, monkeypatch):
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert path.stat().st_size == before.st_size
     changed = TaskSet.load(big_set)
-    assert any("Write a python function" in t.visible.prompt for t in changed.tasks)
+    assert any("Write a python function" in t.visible.model_dump()["prompt"] for t in changed.tasks)
     assert changed.hash != first.hash
     assert changed.hash == uncached(big_set, monkeypatch).hash
 
