@@ -50,13 +50,12 @@ def cache_folder() -> Path | None:
     raw = os.environ.get(CACHE_ENV, "").strip()
     if raw == "off":
         return None
-    folder = (
-        Path(raw) if raw else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sandgym" / "specs"
-    )
     try:
+        base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+        folder = Path(raw) if raw else Path(base) / "sandgym" / "specs"
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.stat(folder, follow_symlinks=False)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home folder known
         return None
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
         return None
