@@ -3,7 +3,8 @@
 Imported on first use, not with `sandgym.specs.base`: a task set whose
 files are all in the parse cache (parse_cache.py) is loaded without
 importing PyYAML at all. The limits (MAX_SPEC_*) are `base`'s, read when
-used.
+used. A change to what the loader accepts or returns must bump
+`parse_cache.FORMAT`, or files parsed before it are taken from the cache.
 """
 
 from __future__ import annotations
