@@ -39,9 +39,10 @@ MIN_FILES = 64
 MAX_SETS = 32
 MAX_CACHE_BYTES = 256 << 20
 
-# Cache files this process has read, by path: (inode, size, mtime) and
+# The cache file this process read last, by path: (inode, size, mtime) and
 # entries. `sandgym eval` reads a set's taskset.yaml (for its family), then
-# the whole set: one JSON parse serves both.
+# the whole set: one JSON parse serves both. (One only: a process that
+# loads many sets keeps none of their data alive here.)
 _read_before: dict[Path, tuple[tuple[int, int, int], dict[str, Any]]] = {}
 
 
@@ -100,6 +101,7 @@ class ParseCache:
             return {}
         if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("files"), dict):
             return {}
+        _read_before.clear()
         _read_before[self.path] = (version, data["files"])
         return data["files"]
 
