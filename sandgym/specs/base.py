@@ -329,9 +329,9 @@ class TaskSet:
         naming the task, nothing written); then the set is written in a
         folder beside it and renamed into place, so a crash leaves no half set
         (into a folder that holds files already, each file is replaced whole)."""
-        root = Path(folder)
         from sandgym.specs.yaml_text import dump_yaml
 
+        root = Path(folder)
         files = {"taskset.yaml": dump_yaml(self.meta.model_dump(mode="json")).encode()}
         used: set[str] = set()
         for t in self.tasks:
